@@ -1,0 +1,60 @@
+// A Hugging Face Qwen3.5 checkpoint folder: config.json plus one
+// model.safetensors or shards listed in model.safetensors.index.json. Files
+// are memory-mapped; tensors are validated against the config on open.
+//
+// Tensor names are canonical, i.e. relative to the text model:
+//   "embed_tokens.weight", "norm.weight", "lm_head.weight",
+//   "layers.3.self_attn.q_proj.weight", "layers.0.linear_attn.A_log", ...
+// The prefixes "model.language_model." and "model." are stripped on load;
+// "model.visual.*" and "mtp.*" tensors are ignored.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/config.h"
+#include "checkpoint/safetensors.h"
+
+namespace deltagen {
+
+// One expected tensor of the Qwen3.5 text model, with its shape from the config.
+struct TensorSpec {
+  std::string name;  // canonical
+  std::vector<int64_t> shape;
+};
+// Every tensor the model needs (lm_head.weight only when not tied), in a
+// stable order: embeddings, layers 0..N-1, final norm, lm_head.
+std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& cfg);
+
+class Checkpoint {
+ public:
+  // Throws Error naming the file and the problem.
+  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  const TensorInfo& info(const std::string& name) const;  // throws Error if missing
+  // The tensor converted to fp32 / fp64 (any stored dtype).
+  std::vector<float> load_f32(const std::string& name) const;
+  std::vector<double> load_f64(const std::string& name) const;
+
+  // "lm_head.weight" when the checkpoint has one, else "embed_tokens.weight".
+  std::string lm_head_name() const { return has("lm_head.weight") ? "lm_head.weight" : "embed_tokens.weight"; }
+
+  // All files that belong to the checkpoint besides weights (tokenizer etc.)
+  // that a build should copy next to the model.
+  std::vector<std::filesystem::path> tokenizer_files() const;
+
+ private:
+  std::filesystem::path dir_;
+  ModelConfig config_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, TensorInfo> tensors_;
+};
+
+}  // namespace deltagen

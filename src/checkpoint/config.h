@@ -1,0 +1,68 @@
+// The Qwen3.5 text-model settings deltagen needs, read from a Hugging Face
+// config.json in either layout:
+//   - VL checkpoint: top-level model_type "qwen3_5", LLM settings in text_config;
+//   - text-only:     model_type "qwen3_5_text" at the top level.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace deltagen {
+
+enum class LayerKind { Linear, Full };  // Gated DeltaNet / gated full attention
+
+struct ModelConfig {
+  std::string model_type;     // top-level: "qwen3_5" or "qwen3_5_text"
+  std::string architecture;   // architectures[0], may be empty
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  int64_t max_position_embeddings = 0;
+
+  // full attention
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  double partial_rotary_factor = 1.0;
+  double rope_theta = 10000.0;
+  bool attn_output_gate = true;
+
+  // Gated DeltaNet (linear attention)
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 0;
+
+  std::vector<LayerKind> layer_types;  // size num_hidden_layers
+
+  std::vector<int64_t> eos_token_ids;  // may be empty
+  int64_t bos_token_id = -1;           // -1: none
+  int64_t pad_token_id = -1;
+
+  // derived
+  int64_t rotary_dim() const { return int64_t(double(head_dim) * partial_rotary_factor); }
+  int64_t linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
+  int64_t linear_value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
+  int64_t conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }
+  bool is_full(int64_t layer) const { return layer_types.at(size_t(layer)) == LayerKind::Full; }
+  int64_t num_full_layers() const;
+  int64_t num_linear_layers() const { return num_hidden_layers - num_full_layers(); }
+};
+
+// Throws Error("<origin>: <problem>") on a missing key, a wrong type, an
+// unknown model_type or an inconsistent value (e.g. heads not dividing).
+ModelConfig parse_config(const nlohmann::json& j, const std::string& origin);
+ModelConfig load_config(const std::filesystem::path& config_json);
+
+// The text-only (qwen3_5_text) config.json for `cfg`, as `synth` writes it.
+nlohmann::json config_to_json(const ModelConfig& cfg, bool vl_layout);
+
+}  // namespace deltagen

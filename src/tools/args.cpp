@@ -1,0 +1,112 @@
+#include "tools/args.h"
+
+#include <charconv>
+
+#include "util/error.h"
+
+namespace deltagen {
+
+Args::Args(int argc, char** argv, std::set<std::string> switches) : command_(argc > 0 ? argv[0] : "") {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || a.size() == 2) {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2);
+    auto eq = name.find('=');
+    if (eq != std::string::npos) {
+      values_[name.substr(0, eq)] = name.substr(eq + 1);
+    } else if (switches.count(name)) {
+      seen_switches_.insert(name);
+    } else {
+      if (i + 1 >= argc) fail("--" + name, "missing value");
+      values_[name] = argv[++i];
+    }
+  }
+}
+
+bool Args::has(const std::string& f) {
+  asked_.insert(f);
+  return values_.count(f) || seen_switches_.count(f);
+}
+
+std::optional<std::string> Args::get(const std::string& f) {
+  asked_.insert(f);
+  auto it = values_.find(f);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Args::require(const std::string& f) {
+  auto v = get(f);
+  if (!v) fail(command_, "missing required flag --" + f);
+  return *v;
+}
+
+std::string Args::get_or(const std::string& f, const std::string& fallback) {
+  auto v = get(f);
+  return v ? *v : fallback;
+}
+
+int64_t Args::get_int(const std::string& f, int64_t fallback) {
+  auto v = get(f);
+  if (!v) return fallback;
+  int64_t x = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (ec != std::errc() || p != v->data() + v->size()) fail("--" + f, "not an integer: '" + *v + "'");
+  return x;
+}
+
+double Args::get_double(const std::string& f, double fallback) {
+  auto v = get(f);
+  if (!v) return fallback;
+  try {
+    size_t pos = 0;
+    double x = std::stod(*v, &pos);
+    if (pos != v->size()) throw std::invalid_argument("");
+    return x;
+  } catch (const std::exception&) {
+    fail("--" + f, "not a number: '" + *v + "'");
+  }
+}
+
+std::vector<int64_t> parse_ids(const std::string& text, const std::string& what) {
+  std::vector<int64_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    int64_t x = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || x < 0)
+      fail(what, "not a comma-separated list of token ids: '" + text + "'");
+    ids.push_back(x);
+    start = end + 1;
+  }
+  return ids;
+}
+
+std::vector<int64_t> Args::get_ids(const std::string& f) {
+  auto v = get(f);
+  if (!v) return {};
+  return parse_ids(*v, "--" + f);
+}
+
+bool Args::flag(const std::string& name) {
+  asked_.insert(name);
+  return seen_switches_.count(name) != 0;
+}
+
+void Args::finish() {
+  for (auto& [k, v] : values_)
+    if (!asked_.count(k)) fail(command_, "unknown flag --" + k);
+  for (auto& k : seen_switches_)
+    if (!asked_.count(k)) fail(command_, "unknown flag --" + k);
+  if (!positional_.empty() && !asked_.count("")) fail(command_, "unexpected argument '" + positional_[0] + "'");
+}
+
+}  // namespace deltagen

@@ -1,0 +1,44 @@
+// Minimal flag parsing for the subcommands: "--name value" and "--switch".
+// Unknown flags and missing values are Errors, so every command rejects typos.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace deltagen {
+
+class Args {
+ public:
+  // argv[0] is the subcommand; `switches` are the flags that take no value.
+  Args(int argc, char** argv, std::set<std::string> switches = {});
+
+  bool has(const std::string& flag);                      // marks flag as known
+  std::optional<std::string> get(const std::string& flag);
+  std::string require(const std::string& flag);
+  std::string get_or(const std::string& flag, const std::string& fallback);
+  int64_t get_int(const std::string& flag, int64_t fallback);
+  double get_double(const std::string& flag, double fallback);
+  // "5,17,300" -> {5, 17, 300}; throws Error on a malformed list.
+  std::vector<int64_t> get_ids(const std::string& flag);
+  bool flag(const std::string& name);                     // a switch
+  const std::vector<std::string>& positional() const { return positional_; }
+
+  // Throws Error for any flag that no get/has/flag call asked about.
+  void finish();
+
+  const std::string& command() const { return command_; }
+
+ private:
+  std::string command_;
+  std::map<std::string, std::string> values_;
+  std::set<std::string> seen_switches_;
+  std::vector<std::string> positional_;
+  std::set<std::string> asked_;
+};
+
+std::vector<int64_t> parse_ids(const std::string& text, const std::string& what);
+
+}  // namespace deltagen

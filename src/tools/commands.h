@@ -1,0 +1,13 @@
+// The CLI subcommands. Each takes argv with argv[0] = the subcommand name,
+// returns the process exit code and throws deltagen::Error for user errors.
+#pragma once
+
+namespace deltagen {
+
+int cmd_synth(int argc, char** argv);      // tools/cmd_synth.cpp
+int cmd_reference(int argc, char** argv);  // tools/cmd_reference.cpp
+int cmd_build(int argc, char** argv);      // tools/cmd_build.cpp
+int cmd_generate(int argc, char** argv);   // tools/cmd_generate.cpp
+int cmd_inspect(int argc, char** argv);    // tools/cmd_inspect.cpp
+
+}  // namespace deltagen

@@ -1,0 +1,54 @@
+// deltagen: Qwen3.5 checkpoints -> optimized ONNX models -> tokens.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "tools/commands.h"
+#include "util/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"synth", deltagen::cmd_synth, "write a random-weight checkpoint in the real HF layout"},
+    {"reference", deltagen::cmd_reference, "run the float64 C++ reference forward pass"},
+    {"build", deltagen::cmd_build, "build an ONNX model (+ genai_config.json) from a checkpoint"},
+    {"generate", deltagen::cmd_generate, "generate tokens with ONNX Runtime"},
+    {"inspect", deltagen::cmd_inspect, "print node counts, I/O and weight bytes of a model"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: deltagen <command> [flags]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.help);
+  std::fprintf(out, "\nSee README.md for the flags of each command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const deltagen::Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s: %s\n", argv[1], e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

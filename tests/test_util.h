@@ -1,0 +1,88 @@
+// Shared helpers for the tests: where the golden set lives, temp folders,
+// running the CLI as a user would.
+#pragma once
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace deltagen::test {
+
+namespace fs = std::filesystem;
+
+// ../shared/golden/tiny-a beside the repository; DELTAGEN_GOLDEN overrides.
+inline fs::path golden_checkpoint() {
+  if (const char* e = std::getenv("DELTAGEN_GOLDEN")) return fs::path(e);
+  return fs::path(DELTAGEN_SOURCE_DIR) / ".." / "shared" / "golden" / "tiny-a";
+}
+inline fs::path golden_file(const std::string& name) { return golden_checkpoint() / "golden" / name; }
+
+// A fresh folder under the system temp dir, removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "deltagen-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& s) const { return path_ / s; }
+
+ private:
+  fs::path path_;
+};
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs build/deltagen with the given arguments; captures stdout and stderr.
+inline CliResult run_cli(const std::vector<std::string>& args) {
+  static int counter = 0;
+  fs::path base = fs::temp_directory_path() /
+                  ("deltagen-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::string cmd = shell_quote(DELTAGEN_CLI);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(base.string() + ".out") + " 2>" + shell_quote(base.string() + ".err") + " </dev/null";
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(base.string() + ".out");
+  r.err = read_text(base.string() + ".err");
+  fs::remove(base.string() + ".out");
+  fs::remove(base.string() + ".err");
+  return r;
+}
+
+// Max |a - b| over two equally long arrays (inf if the sizes differ).
+template <class A, class B>
+double max_abs_diff(const A& a, const B& b) {
+  if (a.size() != b.size()) return 1e300;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+}  // namespace deltagen::test
