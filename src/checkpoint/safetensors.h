@@ -58,6 +58,22 @@ struct TensorToWrite {
   size_t nbytes = 0;
 };
 
+// Streams a safetensors file: the header is written from the tensor list up
+// front, then each tensor's bytes in the same order, so only one tensor needs
+// to be in memory at a time. Atomic: nothing appears until commit().
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(const std::filesystem::path& path, const std::vector<TensorToWrite>& layout,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  void write_next(const void* data, size_t nbytes);  // the next tensor of `layout`
+  void commit();
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
 // Writes atomically (temp file + rename). Tensors are laid out in the given order.
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

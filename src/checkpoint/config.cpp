@@ -1,0 +1,267 @@
+#include "checkpoint/config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace deltagen {
+namespace {
+
+using nlohmann::json;
+
+// Reads config keys with errors that name the file and the key.
+class ConfigReader {
+ public:
+  ConfigReader(const json& j, std::string origin, std::string prefix)
+      : j_(j), origin_(std::move(origin)), prefix_(std::move(prefix)) {}
+
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  int64_t positive_int(const char* key) const {
+    const json& v = at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+      bad(key, "must be a positive integer, got " + v.dump());
+    return v.get<int64_t>();
+  }
+
+  double number(const char* key) const {
+    const json& v = at(key);
+    if (!v.is_number()) bad(key, "must be a number, got " + v.dump());
+    return v.get<double>();
+  }
+
+  bool boolean(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) bad(key, "must be true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+
+  std::string string(const char* key) const {
+    const json& v = at(key);
+    if (!v.is_string()) bad(key, "must be a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+
+  const json& at(const char* key) const {
+    if (!has(key)) fail(origin_, "missing key '" + prefix_ + key + "'");
+    return j_.at(key);
+  }
+
+  [[noreturn]] void bad(const std::string& key, const std::string& problem) const {
+    fail(origin_, "'" + prefix_ + key + "' " + problem);
+  }
+
+ private:
+  const json& j_;
+  std::string origin_, prefix_;
+};
+
+std::vector<int64_t> token_ids(const json& v, const std::string& origin, const char* key) {
+  std::vector<int64_t> ids;
+  if (v.is_null()) return ids;
+  if (v.is_number_integer()) return {v.get<int64_t>()};
+  if (v.is_array()) {
+    for (const auto& x : v) {
+      if (!x.is_number_integer()) fail(origin, std::string("'") + key + "' must hold integers");
+      ids.push_back(x.get<int64_t>());
+    }
+    return ids;
+  }
+  fail(origin, std::string("'") + key + "' must be an integer, a list or null");
+}
+
+std::vector<LayerKind> read_layer_types(const ConfigReader& r, int64_t layers, const std::string& origin) {
+  std::vector<LayerKind> kinds;
+  if (r.has("layer_types")) {
+    const json& lt = r.at("layer_types");
+    if (!lt.is_array()) r.bad("layer_types", "must be a list");
+    for (const auto& t : lt) {
+      std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+      if (s == "linear_attention") kinds.push_back(LayerKind::Linear);
+      else if (s == "full_attention") kinds.push_back(LayerKind::Full);
+      else r.bad("layer_types", "has unknown layer type '" + s + "' (expected linear_attention or full_attention)");
+    }
+    if (int64_t(kinds.size()) != layers)
+      fail(origin, "'layer_types' has " + std::to_string(kinds.size()) + " entries but num_hidden_layers is " +
+                       std::to_string(layers));
+  } else if (r.has("full_attention_interval")) {
+    int64_t interval = r.positive_int("full_attention_interval");
+    for (int64_t i = 0; i < layers; ++i)
+      kinds.push_back((i + 1) % interval == 0 ? LayerKind::Full : LayerKind::Linear);
+  } else {
+    fail(origin, "missing key 'layer_types' (or 'full_attention_interval')");
+  }
+  return kinds;
+}
+
+void check_divides(int64_t a, int64_t b, const char* what_a, const char* what_b, const std::string& origin) {
+  if (b % a != 0)
+    fail(origin, std::string(what_b) + " (" + std::to_string(b) + ") is not a multiple of " + what_a + " (" +
+                     std::to_string(a) + ")");
+}
+
+}  // namespace
+
+int64_t ModelConfig::num_full_layers() const {
+  int64_t n = 0;
+  for (auto k : layer_types) n += k == LayerKind::Full;
+  return n;
+}
+
+ModelConfig parse_config(const json& top, const std::string& origin) {
+  if (!top.is_object()) fail(origin, "not a JSON object");
+  ModelConfig c;
+  ConfigReader t(top, origin, "");
+  c.model_type = t.string("model_type");
+  if (t.has("architectures") && top["architectures"].is_array() && !top["architectures"].empty() &&
+      top["architectures"][0].is_string())
+    c.architecture = top["architectures"][0].get<std::string>();
+
+  const json* text = &top;
+  std::string prefix;
+  if (c.model_type == "qwen3_5") {
+    if (!top.contains("text_config") || !top["text_config"].is_object())
+      fail(origin, "model_type qwen3_5 needs a 'text_config' object");
+    text = &top["text_config"];
+    prefix = "text_config.";
+  } else if (c.model_type != "qwen3_5_text") {
+    fail(origin, "unsupported model_type '" + c.model_type + "' (expected qwen3_5 or qwen3_5_text)");
+  }
+  ConfigReader r(*text, origin, prefix);
+
+  if (r.has("hidden_act") && r.string("hidden_act") != "silu")
+    r.bad("hidden_act", "'" + r.string("hidden_act") + "' is not supported (expected silu)");
+  if (!r.boolean("attn_output_gate", true)) r.bad("attn_output_gate", "false is not supported");
+  if (r.boolean("attention_bias", false)) r.bad("attention_bias", "true is not supported");
+
+  c.vocab_size = r.positive_int("vocab_size");
+  c.hidden_size = r.positive_int("hidden_size");
+  c.intermediate_size = r.positive_int("intermediate_size");
+  c.num_hidden_layers = r.positive_int("num_hidden_layers");
+  c.rms_norm_eps = r.has("rms_norm_eps") ? r.number("rms_norm_eps") : 1e-6;
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) r.bad("rms_norm_eps", "must be in (0, 1)");
+  c.max_position_embeddings = r.positive_int("max_position_embeddings");
+
+  c.num_attention_heads = r.positive_int("num_attention_heads");
+  c.num_key_value_heads = r.positive_int("num_key_value_heads");
+  c.head_dim = r.has("head_dim") ? r.positive_int("head_dim") : c.hidden_size / c.num_attention_heads;
+
+  // rope_theta / partial_rotary_factor: rope_parameters (current HF), rope_scaling (older), or top level.
+  const json* rope = nullptr;
+  std::string rope_key;
+  for (const char* k : {"rope_parameters", "rope_scaling"})
+    if (r.has(k) && text->at(k).is_object()) { rope = &text->at(k); rope_key = std::string(k) + "."; break; }
+  static const json kEmpty = json::object();
+  ConfigReader rr(rope ? *rope : kEmpty, origin, prefix + rope_key);
+  if (rope && rr.has("rope_type") && rr.string("rope_type") != "default")
+    rr.bad("rope_type", "'" + rr.string("rope_type") + "' is not supported (expected default)");
+  if (rope && rr.has("rope_theta")) c.rope_theta = rr.number("rope_theta");
+  else if (r.has("rope_theta")) c.rope_theta = r.number("rope_theta");
+  else fail(origin, "missing key '" + prefix + "rope_parameters.rope_theta'");
+  if (r.has("partial_rotary_factor")) c.partial_rotary_factor = r.number("partial_rotary_factor");
+  else if (rope && rr.has("partial_rotary_factor")) c.partial_rotary_factor = rr.number("partial_rotary_factor");
+  else c.partial_rotary_factor = 0.25;  // HF's default for Qwen3.5
+  if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1))
+    r.bad("partial_rotary_factor", "must be in (0, 1]");
+  if (c.rotary_dim() % 2 != 0 || c.rotary_dim() == 0)
+    fail(origin, "rotary dimension head_dim * partial_rotary_factor = " + std::to_string(c.rotary_dim()) +
+                     " must be a positive even number");
+
+  c.linear_num_key_heads = r.positive_int("linear_num_key_heads");
+  c.linear_num_value_heads = r.positive_int("linear_num_value_heads");
+  c.linear_key_head_dim = r.positive_int("linear_key_head_dim");
+  c.linear_value_head_dim = r.positive_int("linear_value_head_dim");
+  c.linear_conv_kernel_dim = r.positive_int("linear_conv_kernel_dim");
+  if (c.linear_conv_kernel_dim < 2) r.bad("linear_conv_kernel_dim", "must be at least 2");
+
+  check_divides(c.num_key_value_heads, c.num_attention_heads, "num_key_value_heads", "num_attention_heads", origin);
+  check_divides(c.linear_num_key_heads, c.linear_num_value_heads, "linear_num_key_heads", "linear_num_value_heads",
+                origin);
+
+  c.layer_types = read_layer_types(r, c.num_hidden_layers, origin);
+
+  // Top-level values win for the VL layout, as in HF's composite config.
+  if (t.has("tie_word_embeddings")) c.tie_word_embeddings = t.boolean("tie_word_embeddings", false);
+  else c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+  const json& ids_src = text->contains("eos_token_id") ? *text : top;
+  if (ids_src.contains("eos_token_id")) c.eos_token_ids = token_ids(ids_src["eos_token_id"], origin, "eos_token_id");
+  for (auto id : c.eos_token_ids)
+    if (id < 0 || id >= c.vocab_size) fail(origin, "eos_token_id " + std::to_string(id) + " is outside the vocabulary");
+  auto single = [&](const char* key) -> int64_t {
+    const json& src = text->contains(key) ? *text : top;
+    if (!src.contains(key)) return -1;
+    auto ids = token_ids(src[key], origin, key);
+    return ids.empty() ? -1 : ids[0];
+  };
+  c.bos_token_id = single("bos_token_id");
+  c.pad_token_id = single("pad_token_id");
+  return c;
+}
+
+ModelConfig load_config(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) fail(path.string(), "cannot open (missing file?)");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path.string(), std::string("not valid JSON: ") + e.what());
+  }
+  return parse_config(j, path.string());
+}
+
+json config_to_json(const ModelConfig& c, bool vl_layout) {
+  json types = json::array();
+  for (auto k : c.layer_types) types.push_back(k == LayerKind::Full ? "full_attention" : "linear_attention");
+  // Frequency pairs split over the T/H/W position streams as in the real configs (32 -> 11,11,10).
+  int64_t pairs = c.rotary_dim() / 2;
+  json mrope_section = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3};
+  json text = {
+      {"model_type", "qwen3_5_text"},
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", c.head_dim},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"attn_output_gate", true},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"linear_num_key_heads", c.linear_num_key_heads},
+      {"linear_num_value_heads", c.linear_num_value_heads},
+      {"linear_key_head_dim", c.linear_key_head_dim},
+      {"linear_value_head_dim", c.linear_value_head_dim},
+      {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
+      {"full_attention_interval", 4},
+      {"layer_types", types},
+      {"mamba_ssm_dtype", "float32"},
+      {"partial_rotary_factor", c.partial_rotary_factor},
+      {"rope_parameters",
+       {{"rope_type", "default"},
+        {"rope_theta", c.rope_theta},
+        {"partial_rotary_factor", c.partial_rotary_factor},
+        {"mrope_interleaved", true},
+        {"mrope_section", mrope_section}}},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"use_cache", true},
+  };
+  if (c.eos_token_ids.size() == 1) text["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty()) text["eos_token_id"] = c.eos_token_ids;
+  text["bos_token_id"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
+  text["pad_token_id"] = c.pad_token_id >= 0 ? json(c.pad_token_id) : json(nullptr);
+  if (!vl_layout) {
+    text["architectures"] = {"Qwen3_5ForCausalLM"};
+    return text;
+  }
+  return {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
+          {"model_type", "qwen3_5"},
+          {"tie_word_embeddings", c.tie_word_embeddings},
+          {"text_config", text}};
+}
+
+}  // namespace deltagen

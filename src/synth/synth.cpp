@@ -1,0 +1,215 @@
+#include "synth/synth.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/half.h"
+
+namespace deltagen {
+namespace fs = std::filesystem;
+namespace {
+
+// splitmix64: tiny, fast, and the same on every platform (std:: distributions are not).
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
+  double normal() {  // Box-Muller; one value per call keeps the stream simple
+    double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Fills one tensor with values at the scale a trained model of this shape has.
+void fill_tensor(const TensorSpec& spec, const ModelConfig& cfg, uint64_t seed, std::vector<float>& out) {
+  Rng rng{seed ^ name_hash(spec.name)};
+  const std::string& n = spec.name;
+  size_t count = 1;
+  for (auto d : spec.shape) count *= size_t(d);
+  out.resize(count);
+  if (ends_with(n, "linear_attn.A_log")) {         // A ~ U(1, 16): decays from slow to fast
+    for (auto& x : out) x = float(std::log(1.0 + 15.0 * rng.uniform()));
+  } else if (ends_with(n, "linear_attn.dt_bias")) {  // inverse softplus of dt ~ logU(1e-3, 1e-1)
+    for (auto& x : out) {
+      double dt = std::exp(std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));
+      x = float(dt + std::log(-std::expm1(-dt)));
+    }
+  } else if (ends_with(n, "linear_attn.norm.weight")) {  // plain weight around 1
+    for (auto& x : out) x = float(1.0 + 0.1 * rng.normal());
+  } else if (ends_with(n, "norm.weight")) {  // offset RMSNorm: stored values are offsets from 1
+    for (auto& x : out) x = float(0.1 * rng.normal());
+  } else if (ends_with(n, "conv1d.weight")) {
+    double bound = 1.0 / std::sqrt(double(cfg.linear_conv_kernel_dim));
+    for (auto& x : out) x = float(bound * (2.0 * rng.uniform() - 1.0));
+  } else if (n == "embed_tokens.weight" || n == "lm_head.weight") {
+    double std = 1.0 / std::sqrt(double(cfg.hidden_size));  // logits of O(1) after the final norm
+    for (auto& x : out) x = float(std * rng.normal());
+  } else {  // projections: fan_in is the last dimension
+    double std = 0.5 / std::sqrt(double(spec.shape.back()));
+    for (auto& x : out) x = float(std * rng.normal());
+  }
+}
+
+std::string stored_name(const std::string& canonical, bool vl_layout) {
+  if (canonical == "lm_head.weight") return canonical;
+  return (vl_layout ? "model.language_model." : "model.") + canonical;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+ModelConfig synth_preset(const std::string& name) {
+  ModelConfig c;
+  c.model_type = "qwen3_5";
+  c.architecture = "Qwen3_5ForConditionalGeneration";
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e7;
+  c.partial_rotary_factor = 0.25;
+  c.linear_conv_kernel_dim = 4;
+  if (name == "tiny") {  // the golden checkpoint's shapes
+    c.vocab_size = 512;
+    c.hidden_size = 64;
+    c.intermediate_size = 128;
+    c.num_hidden_layers = 4;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 16;
+    c.linear_num_key_heads = 2;
+    c.linear_num_value_heads = 4;
+    c.linear_key_head_dim = c.linear_value_head_dim = 16;
+    c.max_position_embeddings = 4096;
+    c.tie_word_embeddings = true;
+    c.eos_token_ids = {511};
+  } else {
+    struct Size { const char* name; int64_t hidden, layers, inter, heads, kv, nv; bool tied; };
+    static const Size kSizes[] = {
+        {"0.8b", 1024, 24, 3584, 8, 2, 16, true},
+        {"2b", 2048, 24, 6144, 8, 2, 16, true},
+        {"4b", 2560, 32, 9216, 16, 4, 32, true},
+        {"9b", 4096, 32, 12288, 16, 4, 32, false},
+    };
+    const Size* s = nullptr;
+    for (const auto& k : kSizes)
+      if (name == k.name) s = &k;
+    if (!s) fail("--preset", "unknown preset '" + name + "' (expected tiny, 0.8b, 2b, 4b or 9b)");
+    c.vocab_size = 248320;
+    c.hidden_size = s->hidden;
+    c.intermediate_size = s->inter;
+    c.num_hidden_layers = s->layers;
+    c.num_attention_heads = s->heads;
+    c.num_key_value_heads = s->kv;
+    c.head_dim = 256;
+    c.linear_num_key_heads = 16;
+    c.linear_num_value_heads = s->nv;
+    c.linear_key_head_dim = c.linear_value_head_dim = 128;
+    c.max_position_embeddings = 262144;
+    c.tie_word_embeddings = s->tied;
+    c.eos_token_ids = {248044};
+  }
+  set_num_layers(c, c.num_hidden_layers);
+  return c;
+}
+
+void set_num_layers(ModelConfig& c, int64_t layers) {
+  if (layers <= 0 || layers > 1024) fail("--layers", "must be between 1 and 1024");
+  c.num_hidden_layers = layers;
+  c.layer_types.clear();
+  for (int64_t i = 0; i < layers; ++i) c.layer_types.push_back((i + 1) % 4 == 0 ? LayerKind::Full : LayerKind::Linear);
+}
+
+void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts, const fs::path& out_dir) {
+  const std::vector<TensorSpec> specs = qwen35_tensor_specs(cfg);
+  const size_t esize = dtype_size(opts.dtype);
+
+  // Group tensors into shards of at most opts.shard_bytes (a tensor never splits).
+  std::vector<std::vector<size_t>> shards(1);
+  std::vector<size_t> shard_size(1, 0);
+  double total = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    size_t bytes = esize;
+    for (auto d : specs[i].shape) bytes *= size_t(d);
+    if (!shards.back().empty() && shard_size.back() + bytes > size_t(opts.shard_bytes)) {
+      shards.emplace_back();
+      shard_size.push_back(0);
+    }
+    shards.back().push_back(i);
+    shard_size.back() += bytes;
+    total += double(bytes);
+  }
+
+  AtomicDir dir(out_dir);
+  write_file_atomic(dir.path() / "config.json", config_to_json(cfg, opts.vl_layout).dump(2) + "\n");
+
+  nlohmann::json weight_map = nlohmann::json::object();
+  std::vector<float> values;
+  std::vector<uint16_t> halves;
+  double written = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    char shard_name[64];
+    if (shards.size() == 1) std::snprintf(shard_name, sizeof shard_name, "model.safetensors");
+    else std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+
+    std::vector<TensorToWrite> layout;
+    for (size_t i : shards[s]) {
+      TensorToWrite t;
+      t.name = stored_name(specs[i].name, opts.vl_layout);
+      t.dtype = opts.dtype;
+      t.shape = specs[i].shape;
+      t.nbytes = esize;
+      for (auto d : t.shape) t.nbytes *= size_t(d);
+      layout.push_back(t);
+      weight_map[t.name] = shard_name;
+    }
+    SafetensorsWriter writer(dir.path() / shard_name, layout, {{"format", "pt"}});
+    for (size_t k = 0; k < shards[s].size(); ++k) {
+      fill_tensor(specs[shards[s][k]], cfg, opts.seed, values);
+      if (opts.dtype == DType::F32) {
+        writer.write_next(values.data(), values.size() * 4);
+      } else {
+        halves.resize(values.size());
+        for (size_t j = 0; j < values.size(); ++j)
+          halves[j] = opts.dtype == DType::BF16 ? f32_to_bf16(values[j]) : f32_to_f16(values[j]);
+        writer.write_next(halves.data(), halves.size() * 2);
+      }
+      written += double(layout[k].nbytes);
+      if (opts.progress)
+        std::fprintf(stderr, "\rsynth: %s / %s", human_bytes(written).c_str(), human_bytes(total).c_str());
+    }
+    writer.commit();
+  }
+  if (opts.progress) std::fprintf(stderr, "\n");
+  if (shards.size() > 1) {
+    nlohmann::json index = {{"metadata", {{"total_size", int64_t(total)}}}, {"weight_map", weight_map}};
+    write_file_atomic(dir.path() / "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  dir.commit();
+}
+
+}  // namespace deltagen

@@ -1,0 +1,32 @@
+// Synthetic Qwen3.5 checkpoints: the real Hugging Face layout (config.json +
+// safetensors, optionally sharded with an index) and the real shapes of each
+// size, with random weights at realistic scales. Deterministic per seed: every
+// tensor draws from its own stream, seeded by (seed, tensor name).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "checkpoint/config.h"
+#include "checkpoint/safetensors.h"
+
+namespace deltagen {
+
+// tiny (the golden checkpoint's shapes), 0.8b, 2b, 4b, 9b. Throws Error for others.
+ModelConfig synth_preset(const std::string& name);
+
+// Changes the depth, keeping the 3 linear : 1 full layer pattern.
+void set_num_layers(ModelConfig& cfg, int64_t layers);
+
+struct SynthOptions {
+  uint64_t seed = 0;
+  DType dtype = DType::BF16;
+  bool vl_layout = true;            // config nested in text_config, "model.language_model." names
+  int64_t shard_bytes = 4ll << 30;  // split into model-0000k-of-0000n.safetensors above this
+  bool progress = false;            // progress lines on stderr
+};
+
+// Writes config.json and the weights into out_dir atomically.
+void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts, const std::filesystem::path& out_dir);
+
+}  // namespace deltagen
