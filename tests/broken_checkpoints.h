@@ -51,6 +51,13 @@ inline std::vector<Breakage> checkpoint_breakages() {
       {"missing_config", [](const fs::path& d) { fs::remove(d / "config.json"); }, "config.json", "cannot open"},
       {"config_not_json", [](const fs::path& d) { write_text(d / "config.json", "{\"model_type\": "); },
        "config.json", "not valid JSON"},
+      {"config_bad_utf8",
+       [](const fs::path& d) {
+         std::string c = read_text(d / "config.json");
+         c.insert(c.find("qwen3_5"), "\xc3\x28");  // an invalid two-byte sequence inside a string
+         write_text(d / "config.json", c);
+       },
+       "config.json", "not valid JSON"},
       {"unknown_model_type",
        [](const fs::path& d) {
          auto j = read_json(d / "config.json");
