@@ -76,7 +76,7 @@ TEST(CliBadInput, BadModelFolderFailsCleanly) {
                         "--ids", "not a comma-separated list");
   expect_one_line_error(run_cli({"generate", "--model", model.string(), "--ids", "5", "--max-new-tokens", "100000"}),
                         "", "context");
-  expect_one_line_error(run_cli({"generate", "--model", model.string(), "--ids", "5", "--bogus", "1"}), "",
+  expect_one_line_error(run_cli({"generate", "--model", model.string(), "--ids", "5", "--max-new-tokens", "1", "--bogus", "1"}), "",
                         "unknown flag --bogus");
   expect_one_line_error(run_cli({"reference", "--checkpoint", test::golden_checkpoint().string(), "--ids", "5",
                                  "--max-new-tokens", "100000"}),

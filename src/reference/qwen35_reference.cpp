@@ -1,0 +1,420 @@
+#include "reference/qwen35_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "util/error.h"
+
+namespace deltagen {
+namespace {
+
+// ---- loading --------------------------------------------------------------------
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+// Loads `name` as fp64 and checks that it holds exactly `expected` elements
+// (the shape itself was validated when the checkpoint was opened, but the
+// reference must never read past a buffer whatever the loader lets through).
+std::vector<double> load_vector(const Checkpoint& ck, const std::string& name, int64_t expected) {
+  std::vector<double> v = ck.load_f64(name);
+  if (int64_t(v.size()) != expected)
+    fail(name, "has " + std::to_string(v.size()) + " elements, the config implies " + std::to_string(expected));
+  return v;
+}
+
+Matrix64 load_matrix(const Checkpoint& ck, const std::string& name, int64_t rows, int64_t cols) {
+  std::vector<double> v = ck.load_f64(name);
+  if (int64_t(v.size()) != rows * cols)
+    fail(name, "has shape " + shape_text(ck.info(name).shape) + ", the config implies " +
+                   shape_text({rows, cols}));
+  Matrix64 m;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = std::move(v);
+  return m;
+}
+
+// ---- small math helpers ------------------------------------------------------------
+
+// Four independent partial sums: the loop is the hot spot of every Linear,
+// and one serial sum would stall on the add latency (about 3x slower).
+double dot(const double* a, const double* b, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double silu(double x) { return x * sigmoid(x); }
+// torch.nn.functional.softplus with its default threshold 20 (linear above it).
+double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+
+// A Linear layer without bias: x [T][in], w [out][in] -> [T][out].
+Matrix64 linear(const Matrix64& x, const Matrix64& w) {
+  Matrix64 y(x.rows, w.rows);
+  for (int64_t t = 0; t < x.rows; ++t)
+    for (int64_t o = 0; o < w.rows; ++o) y.row(t)[o] = dot(x.row(t), w.row(o), w.cols);
+  return y;
+}
+
+// Offset RMSNorm (Qwen3_5RMSNorm) of n values in place: x * rsqrt(mean(x^2) + eps) * (1 + w).
+// The stored weight is an offset from 1 (initialised to 0), hence the 1 + w.
+void rms_norm_offset(double* x, const double* w, int64_t n, double eps) {
+  double inv = 1.0 / std::sqrt(dot(x, x, n) / double(n) + eps);
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (1.0 + w[i]);
+}
+
+// The same norm applied to every row of x (all norms of the residual stream).
+Matrix64 rms_norm_rows(const Matrix64& x, const std::vector<double>& w, double eps) {
+  Matrix64 y = x;
+  for (int64_t t = 0; t < y.rows; ++t) rms_norm_offset(y.row(t), w.data(), y.cols, eps);
+  return y;
+}
+
+// Gated RMSNorm (Qwen3_5RMSNormGated) of one value head in place:
+// x * rsqrt(mean(x^2) + eps) * w * silu(z). Here w is a plain weight (init 1).
+void gated_rms_norm(double* x, const double* z, const double* w, int64_t n, double eps) {
+  double inv = 1.0 / std::sqrt(dot(x, x, n) / double(n) + eps);
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * w[i] * silu(z[i]);
+}
+
+// L2 normalisation as in the HF delta-rule code: the fixed eps 1e-6 is added
+// to the *sum* of squares, not to the mean.
+void l2norm(double* x, int64_t n) {
+  double inv = 1.0 / std::sqrt(dot(x, x, n) + 1e-6);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+// Partial rotate-half RoPE on one head in place. Only the first rotary_dim =
+// 2 * inv_freq.size() dims rotate; dim i pairs with dim i + rotary_dim/2 (not
+// with its neighbour), and both members of a pair use frequency inv_freq[i].
+// Qwen3.5's interleaved M-RoPE reduces to this for text: the T/H/W position
+// streams are all equal to the token position.
+void rope(double* x, const std::vector<double>& inv_freq, int64_t position) {
+  const size_t half = inv_freq.size();
+  for (size_t i = 0; i < half; ++i) {
+    double angle = double(position) * inv_freq[i];
+    double c = std::cos(angle), s = std::sin(angle);
+    double a = x[i], b = x[i + half];
+    x[i] = a * c - b * s;         // x * cos + rotate_half(x) * sin, first half: -b
+    x[i + half] = b * c + a * s;  // second half: +a
+  }
+}
+
+}  // namespace
+
+// ---- construction -------------------------------------------------------------------
+
+ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
+  const ModelConfig& c = cfg_;
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  if (c.num_attention_heads <= 0 || c.num_key_value_heads <= 0 || c.linear_num_key_heads <= 0 ||
+      c.linear_num_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0 ||
+      c.linear_num_value_heads % c.linear_num_key_heads != 0 || c.rotary_dim() % 2 != 0 ||
+      c.rotary_dim() > c.head_dim || c.linear_conv_kernel_dim <= 0 ||
+      int64_t(c.layer_types.size()) != c.num_hidden_layers)
+    fail(ck.dir().string(), "config not supported by the reference (head counts, rotary_dim or layer_types)");
+
+  embed_ = load_matrix(ck, "embed_tokens.weight", c.vocab_size, H);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    LayerWeights w;
+    w.full = c.is_full(i);
+    w.input_norm = load_vector(ck, p + "input_layernorm.weight", H);
+    w.post_norm = load_vector(ck, p + "post_attention_layernorm.weight", H);
+    if (w.full) {
+      const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
+      const std::string a = p + "self_attn.";
+      w.attn.q_proj = load_matrix(ck, a + "q_proj.weight", nh * 2 * hd, H);
+      w.attn.k_proj = load_matrix(ck, a + "k_proj.weight", nkv * hd, H);
+      w.attn.v_proj = load_matrix(ck, a + "v_proj.weight", nkv * hd, H);
+      w.attn.o_proj = load_matrix(ck, a + "o_proj.weight", H, nh * hd);
+      w.attn.q_norm = load_vector(ck, a + "q_norm.weight", hd);
+      w.attn.k_norm = load_vector(ck, a + "k_norm.weight", hd);
+    } else {
+      const int64_t nv = c.linear_num_value_heads;
+      const std::string l = p + "linear_attn.";
+      w.lin.in_proj_qkv = load_matrix(ck, l + "in_proj_qkv.weight", c.conv_dim(), H);
+      w.lin.in_proj_z = load_matrix(ck, l + "in_proj_z.weight", c.linear_value_dim(), H);
+      w.lin.in_proj_b = load_matrix(ck, l + "in_proj_b.weight", nv, H);
+      w.lin.in_proj_a = load_matrix(ck, l + "in_proj_a.weight", nv, H);
+      w.lin.conv = load_matrix(ck, l + "conv1d.weight", c.conv_dim(), c.linear_conv_kernel_dim);
+      w.lin.A_log = load_vector(ck, l + "A_log", nv);
+      w.lin.dt_bias = load_vector(ck, l + "dt_bias", nv);
+      w.lin.norm = load_vector(ck, l + "norm.weight", c.linear_value_head_dim);
+      w.lin.out_proj = load_matrix(ck, l + "out_proj.weight", H, c.linear_value_dim());
+    }
+    w.gate_proj = load_matrix(ck, p + "mlp.gate_proj.weight", I, H);
+    w.up_proj = load_matrix(ck, p + "mlp.up_proj.weight", I, H);
+    w.down_proj = load_matrix(ck, p + "mlp.down_proj.weight", H, I);
+    layers_.push_back(std::move(w));
+  }
+  final_norm_ = load_vector(ck, "norm.weight", H);
+  if (ck.lm_head_name() != "embed_tokens.weight") lm_head_ = load_matrix(ck, ck.lm_head_name(), c.vocab_size, H);
+
+  // inv_freq[i] = theta^(-2i / rotary_dim), one per rotated pair.
+  const int64_t rd = c.rotary_dim();
+  for (int64_t i = 0; i < rd / 2; ++i) inv_freq_.push_back(std::pow(c.rope_theta, -double(2 * i) / double(rd)));
+}
+
+ReferenceState ReferenceModel::new_state() const {
+  const ModelConfig& c = cfg_;
+  ReferenceState s;
+  s.kv.resize(size_t(c.num_hidden_layers));
+  s.deltanet.resize(size_t(c.num_hidden_layers));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.is_full(i)) {
+      s.kv[size_t(i)].k.assign(size_t(c.num_key_value_heads), {});
+      s.kv[size_t(i)].v.assign(size_t(c.num_key_value_heads), {});
+    } else {
+      s.deltanet[size_t(i)].conv.assign(size_t(c.conv_dim() * c.linear_conv_kernel_dim), 0.0);
+      s.deltanet[size_t(i)].recurrent.assign(
+          size_t(c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim), 0.0);
+    }
+  }
+  return s;
+}
+
+// ---- the mixers --------------------------------------------------------------------------
+
+// Gated full attention over x [T][hidden] (already input-normed), tokens at
+// positions pos0 .. pos0+T-1; appends their keys/values to the cache.
+Matrix64 ReferenceModel::full_attention(const LayerWeights& w, const Matrix64& x, int64_t pos0,
+                                        KvCache& cache) const {
+  const ModelConfig& c = cfg_;
+  const int64_t T = x.rows, nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
+  const double eps = c.rms_norm_eps;
+
+  Matrix64 qg = linear(x, w.attn.q_proj);  // [T][nh * 2hd]: per head [query(hd) | gate(hd)]
+  Matrix64 k = linear(x, w.attn.k_proj);   // [T][nkv * hd]
+  Matrix64 v = linear(x, w.attn.v_proj);   // [T][nkv * hd]
+
+  // Split the interleaved q_proj output into queries and gates, both [T][nh * hd].
+  Matrix64 q(T, nh * hd), gate(T, nh * hd);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nh; ++h) {
+      const double* src = qg.row(t) + h * 2 * hd;
+      std::copy(src, src + hd, q.row(t) + h * hd);
+      std::copy(src + hd, src + 2 * hd, gate.row(t) + h * hd);
+    }
+
+  // Per-head q_norm / k_norm (offset RMSNorm over head_dim), then RoPE.
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < nh; ++h) {
+      rms_norm_offset(q.row(t) + h * hd, w.attn.q_norm.data(), hd, eps);
+      rope(q.row(t) + h * hd, inv_freq_, pos0 + t);
+    }
+    for (int64_t h = 0; h < nkv; ++h) {
+      rms_norm_offset(k.row(t) + h * hd, w.attn.k_norm.data(), hd, eps);
+      rope(k.row(t) + h * hd, inv_freq_, pos0 + t);
+    }
+  }
+
+  // Append to the cache [nkv][len][hd]: the new tokens see themselves and all before.
+  for (int64_t h = 0; h < nkv; ++h)
+    for (int64_t t = 0; t < T; ++t) {
+      cache.k[size_t(h)].insert(cache.k[size_t(h)].end(), k.row(t) + h * hd, k.row(t) + (h + 1) * hd);
+      cache.v[size_t(h)].insert(cache.v[size_t(h)].end(), v.row(t) + h * hd, v.row(t) + (h + 1) * hd);
+    }
+  const int64_t past = cache.len;
+  cache.len += T;
+
+  // Causal softmax attention; query head h reads kv head h / (nh / nkv) (GQA).
+  // The scale is 1/sqrt(head_dim), the full head size, not rotary_dim.
+  const double scale = 1.0 / std::sqrt(double(hd));
+  Matrix64 out(T, nh * hd);
+  std::vector<double> score;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t visible = past + t + 1;  // cache rows 0 .. past + t
+    for (int64_t h = 0; h < nh; ++h) {
+      const int64_t kvh = h / (nh / nkv);
+      const double* qh = q.row(t) + h * hd;
+      const double* K = cache.k[size_t(kvh)].data();
+      const double* V = cache.v[size_t(kvh)].data();
+      score.assign(size_t(visible), 0.0);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) {
+        score[size_t(j)] = dot(qh, K + j * hd, hd) * scale;
+        mx = std::max(mx, score[size_t(j)]);
+      }
+      double sum = 0;
+      for (auto& s : score) sum += (s = std::exp(s - mx));
+      double* o = out.row(t) + h * hd;
+      for (int64_t j = 0; j < visible; ++j)
+        for (int64_t d = 0; d < hd; ++d) o[d] += score[size_t(j)] / sum * V[j * hd + d];
+    }
+    // Output gate: attn * sigmoid(gate), gate in head order.
+    for (int64_t i = 0; i < nh * hd; ++i) out.row(t)[i] *= sigmoid(gate.row(t)[i]);
+  }
+  return linear(out, w.attn.o_proj);  // [T][hidden]
+}
+
+// Gated DeltaNet over x [T][hidden] (already input-normed), one token at a
+// time: the per-token recurrence is mathematically identical to HF's chunked
+// prefill and is what HF itself runs for decode.
+Matrix64 ReferenceModel::gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st) const {
+  const ModelConfig& c = cfg_;
+  const int64_t T = x.rows, K = c.linear_conv_kernel_dim, C = c.conv_dim();
+  const int64_t nk = c.linear_num_key_heads, nv = c.linear_num_value_heads;
+  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+  const DeltaNetWeights& lw = w.lin;
+
+  Matrix64 mixed = linear(x, lw.in_proj_qkv);  // [T][conv_dim]: [q (nk*dk) | k (nk*dk) | v (nv*dv)]
+  Matrix64 z = linear(x, lw.in_proj_z);        // [T][nv * dv]
+  Matrix64 b = linear(x, lw.in_proj_b);        // [T][nv]
+  Matrix64 a = linear(x, lw.in_proj_a);        // [T][nv]
+
+  Matrix64 core(T, nv * dv);  // delta-rule outputs before the gated norm
+  std::vector<double> conv_out(static_cast<size_t>(C)), q(static_cast<size_t>(dk)), k(static_cast<size_t>(dk));
+  std::vector<double> kv(static_cast<size_t>(dv)), delta(static_cast<size_t>(dv));
+  for (int64_t t = 0; t < T; ++t) {
+    // Causal depthwise conv: shift the window [C][K] left by one, put the
+    // current input in the last column; tap K-1 weighs the current token.
+    for (int64_t ch = 0; ch < C; ++ch) {
+      double* win = st.conv.data() + ch * K;
+      std::copy(win + 1, win + K, win);
+      win[K - 1] = mixed.row(t)[ch];
+      conv_out[size_t(ch)] = silu(dot(lw.conv.row(ch), win, K));  // no bias; SiLU after the conv
+    }
+    const double* qs = conv_out.data();                // [nk][dk]
+    const double* ks = conv_out.data() + nk * dk;      // [nk][dk]
+    const double* vs = conv_out.data() + 2 * nk * dk;  // [nv][dv]
+
+    for (int64_t h = 0; h < nv; ++h) {
+      // Value head h uses key head h / (nv / nk) (repeat_interleave, not tile).
+      const int64_t kh = h / (nv / nk);
+      std::copy(qs + kh * dk, qs + (kh + 1) * dk, q.begin());
+      std::copy(ks + kh * dk, ks + (kh + 1) * dk, k.begin());
+      l2norm(q.data(), dk);
+      l2norm(k.data(), dk);
+      for (auto& e : q) e /= std::sqrt(double(dk));
+      const double* vh = vs + h * dv;
+
+      const double beta = sigmoid(b.row(t)[h]);
+      // Log-space decay g <= 0: the memory shrinks by exp(g) each token.
+      const double g = -std::exp(lw.A_log[size_t(h)]) * softplus(a.row(t)[h] + lw.dt_bias[size_t(h)]);
+      const double decay = std::exp(g);
+
+      double* S = st.recurrent.data() + h * dk * dv;  // [dk][dv]
+      for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
+      // Delta rule: move S^T k towards v by beta: S += k (beta (v - S^T k))^T.
+      std::fill(kv.begin(), kv.end(), 0.0);
+      for (int64_t i = 0; i < dk; ++i)
+        for (int64_t j = 0; j < dv; ++j) kv[size_t(j)] += S[i * dv + j] * k[size_t(i)];
+      for (int64_t j = 0; j < dv; ++j) delta[size_t(j)] = beta * (vh[j] - kv[size_t(j)]);
+      for (int64_t i = 0; i < dk; ++i)
+        for (int64_t j = 0; j < dv; ++j) S[i * dv + j] += k[size_t(i)] * delta[size_t(j)];
+      // The output reads the updated state: o = S^T q.
+      double* o = core.row(t) + h * dv;
+      for (int64_t i = 0; i < dk; ++i)
+        for (int64_t j = 0; j < dv; ++j) o[j] += S[i * dv + j] * q[size_t(i)];
+      gated_rms_norm(o, z.row(t) + h * dv, lw.norm.data(), dv, c.rms_norm_eps);
+    }
+  }
+  return linear(core, lw.out_proj);  // [T][hidden]
+}
+
+// SwiGLU MLP: down(silu(gate(x)) * up(x)).
+Matrix64 ReferenceModel::mlp(const LayerWeights& w, const Matrix64& x) const {
+  Matrix64 g = linear(x, w.gate_proj), u = linear(x, w.up_proj);  // [T][intermediate]
+  for (size_t i = 0; i < g.data.size(); ++i) g.data[i] = silu(g.data[i]) * u.data[i];
+  return linear(g, w.down_proj);  // [T][hidden]
+}
+
+// ---- the model -----------------------------------------------------------------------------
+
+Matrix64 ReferenceModel::forward(const std::vector<int64_t>& ids, ReferenceState& state,
+                                 ReferenceTrace* trace) const {
+  const ModelConfig& c = cfg_;
+  const int64_t T = int64_t(ids.size()), H = c.hidden_size;
+  if (int64_t(state.kv.size()) != c.num_hidden_layers || int64_t(state.deltanet.size()) != c.num_hidden_layers)
+    fail("reference", "state does not belong to this model (use new_state())");
+  for (int64_t id : ids)
+    if (id < 0 || id >= c.vocab_size)
+      fail("reference", "token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                            std::to_string(c.vocab_size) + ")");
+
+  // Embedding lookup, no scaling.
+  Matrix64 h(T, H);
+  for (int64_t t = 0; t < T; ++t) std::copy(embed_.row(ids[size_t(t)]), embed_.row(ids[size_t(t)]) + H, h.row(t));
+  if (trace) trace->hidden.assign(1, h);
+
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const LayerWeights& w = layers_[size_t(i)];
+    // Pre-norm residual block: x += mixer(norm(x)); x += mlp(norm(x)).
+    Matrix64 normed = rms_norm_rows(h, w.input_norm, c.rms_norm_eps);
+    Matrix64 mixed = w.full ? full_attention(w, normed, state.position, state.kv[size_t(i)])
+                            : gated_delta_net(w, normed, state.deltanet[size_t(i)]);
+    for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += mixed.data[e];
+    Matrix64 m = mlp(w, rms_norm_rows(h, w.post_norm, c.rms_norm_eps));
+    for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += m.data[e];
+    if (trace) trace->hidden.push_back(h);
+  }
+  state.position += T;
+
+  return linear(rms_norm_rows(h, final_norm_, c.rms_norm_eps), lm_head_.rows ? lm_head_ : embed_);
+}
+
+// ---- state access for tests ------------------------------------------------------------------
+
+const std::vector<double>& ReferenceModel::conv_state(const ReferenceState& s, int64_t layer) const {
+  if (layer < 0 || layer >= cfg_.num_hidden_layers || cfg_.is_full(layer) || size_t(layer) >= s.deltanet.size())
+    fail("reference", "layer " + std::to_string(layer) + " is not a linear-attention layer");
+  return s.deltanet[size_t(layer)].conv;
+}
+
+const std::vector<double>& ReferenceModel::recurrent_state(const ReferenceState& s, int64_t layer) const {
+  if (layer < 0 || layer >= cfg_.num_hidden_layers || cfg_.is_full(layer) || size_t(layer) >= s.deltanet.size())
+    fail("reference", "layer " + std::to_string(layer) + " is not a linear-attention layer");
+  return s.deltanet[size_t(layer)].recurrent;
+}
+
+const KvCache& ReferenceModel::kv_cache(const ReferenceState& s, int64_t layer) const {
+  if (layer < 0 || layer >= cfg_.num_hidden_layers || !cfg_.is_full(layer) || size_t(layer) >= s.kv.size())
+    fail("reference", "layer " + std::to_string(layer) + " is not a full-attention layer");
+  return s.kv[size_t(layer)];
+}
+
+// ---- greedy generation -------------------------------------------------------------------------
+
+namespace {
+int64_t argmax(const double* x, int64_t n) {  // first maximum, like torch.argmax
+  return int64_t(std::max_element(x, x + n) - x);
+}
+}  // namespace
+
+GreedyResult reference_greedy(const ReferenceModel& model, const std::vector<int64_t>& prompt,
+                              int64_t new_tokens) {
+  if (prompt.empty()) fail("reference", "empty prompt");
+  const int64_t V = model.config().vocab_size, P = int64_t(prompt.size());
+  GreedyResult r;
+  ReferenceState state = model.new_state();
+  Matrix64 prefill = model.forward(prompt, state);
+  r.logits = Matrix64(P + std::max<int64_t>(new_tokens - 1, 0), V);
+  std::copy(prefill.data.begin(), prefill.data.end(), r.logits.data.begin());
+  if (new_tokens <= 0) return r;
+  r.generated.push_back(argmax(prefill.row(P - 1), V));
+  for (int64_t j = 1; j < new_tokens; ++j) {
+    Matrix64 step = model.forward({r.generated.back()}, state);  // [1][V]
+    std::copy(step.row(0), step.row(0) + V, r.logits.row(P - 1 + j));
+    r.generated.push_back(argmax(step.row(0), V));
+  }
+  return r;
+}
+
+}  // namespace deltagen

@@ -1,0 +1,140 @@
+// The float64 reference forward pass of the Qwen3.5 text model: the oracle
+// that every ONNX graph and the runtime are checked against.
+//
+// It is written for clarity, not speed: one token at a time where the math is
+// a recurrence (the conv, the delta rule), plain loops everywhere, and the
+// same cache layouts as Hugging Face so that states can be compared directly.
+// The math follows transformers' modeling_qwen3_5.py; the golden set's
+// README (shared/golden/README.md) lists every detail.
+//
+// Usage:
+//   ReferenceModel model(*Checkpoint::open(dir));
+//   ReferenceState state = model.new_state();
+//   Matrix64 logits = model.forward(prompt_ids, state);    // prefill: [P][vocab]
+//   Matrix64 next = model.forward({token}, state);         // decode:  [1][vocab]
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/config.h"
+
+namespace deltagen {
+
+// A row-major [rows][cols] block of doubles: a Linear weight ([out][in]) or
+// activations ([tokens][features]).
+struct Matrix64 {
+  int64_t rows = 0, cols = 0;
+  std::vector<double> data;
+
+  Matrix64() = default;
+  Matrix64(int64_t r, int64_t c) : rows(r), cols(c), data(size_t(r * c), 0.0) {}
+  double* row(int64_t r) { return data.data() + r * cols; }
+  const double* row(int64_t r) const { return data.data() + r * cols; }
+};
+
+// Cache of one full-attention layer. Keys are stored after k_norm and RoPE,
+// values raw; both [nkv][len][head_dim], one growing vector per kv head.
+struct KvCache {
+  int64_t len = 0;                     // tokens cached
+  std::vector<std::vector<double>> k;  // [nkv] x [len * head_dim]
+  std::vector<std::vector<double>> v;  // [nkv] x [len * head_dim]
+};
+
+// State of one Gated DeltaNet layer, in Hugging Face's layout.
+struct DeltaNetState {
+  // [conv_dim][K]: the last K = linear_conv_kernel_dim pre-conv inputs
+  // (in_proj_qkv outputs), oldest first, zeros before the first token.
+  std::vector<double> conv;
+  // [nv][dk][dv]: the delta-rule memory S of each value head (o = S^T q).
+  std::vector<double> recurrent;
+};
+
+// Everything the model carries from one forward call to the next.
+struct ReferenceState {
+  int64_t position = 0;               // tokens seen so far (= next RoPE position)
+  std::vector<KvCache> kv;            // [num_layers]; used by full-attention layers only
+  std::vector<DeltaNetState> deltanet;  // [num_layers]; used by linear layers only
+};
+
+// Optional intermediate values of one forward call.
+struct ReferenceTrace {
+  // [num_layers + 1] x [T][hidden]: index 0 = embeddings, index i + 1 = the
+  // residual stream after layer i (before the final norm).
+  std::vector<Matrix64> hidden;
+};
+
+class ReferenceModel {
+ public:
+  // Loads and converts every weight to fp64 once. Throws Error on a tensor
+  // whose shape disagrees with the config.
+  explicit ReferenceModel(const Checkpoint& ckpt);
+
+  const ModelConfig& config() const { return cfg_; }
+
+  // An empty state: position 0, empty KV caches, zero conv/recurrent states.
+  ReferenceState new_state() const;
+
+  // Runs `ids` through the model continuing from `state` (which is updated)
+  // and returns the logits [ids.size()][vocab]. Prefill = one call on many
+  // tokens from an empty state; decode = one call per token. Any split of a
+  // sequence into calls gives the same logits. Throws Error on an id outside
+  // the vocabulary.
+  Matrix64 forward(const std::vector<int64_t>& ids, ReferenceState& state,
+                   ReferenceTrace* trace = nullptr) const;
+
+  // Layer `layer`'s states, for tests (throws Error if the layer has the other kind).
+  const std::vector<double>& conv_state(const ReferenceState& s, int64_t layer) const;       // [conv_dim][K]
+  const std::vector<double>& recurrent_state(const ReferenceState& s, int64_t layer) const;  // [nv][dk][dv]
+  const KvCache& kv_cache(const ReferenceState& s, int64_t layer) const;
+
+ private:
+  struct FullAttnWeights {
+    Matrix64 q_proj;  // [nh * 2 * hd][hidden], per head [query | gate]
+    Matrix64 k_proj, v_proj;  // [nkv * hd][hidden]
+    Matrix64 o_proj;  // [hidden][nh * hd]
+    std::vector<double> q_norm, k_norm;  // [hd], offsets (applied as 1 + w)
+  };
+  struct DeltaNetWeights {
+    Matrix64 in_proj_qkv;  // [conv_dim][hidden]
+    Matrix64 in_proj_z;    // [nv * dv][hidden]
+    Matrix64 in_proj_b;    // [nv][hidden]
+    Matrix64 in_proj_a;    // [nv][hidden]
+    Matrix64 conv;         // [conv_dim][K] (the [conv_dim, 1, K] conv1d weight)
+    std::vector<double> A_log, dt_bias;  // [nv]
+    std::vector<double> norm;            // [dv], plain weight (not 1 + w)
+    Matrix64 out_proj;     // [hidden][nv * dv]
+  };
+  struct LayerWeights {
+    bool full = false;
+    std::vector<double> input_norm, post_norm;  // [hidden], offsets
+    FullAttnWeights attn;                       // when full
+    DeltaNetWeights lin;                        // when linear
+    Matrix64 gate_proj, up_proj;                // [intermediate][hidden]
+    Matrix64 down_proj;                         // [hidden][intermediate]
+  };
+
+  Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, int64_t pos0, KvCache& cache) const;
+  Matrix64 gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st) const;
+  Matrix64 mlp(const LayerWeights& w, const Matrix64& x) const;
+
+  ModelConfig cfg_;
+  Matrix64 embed_;    // [vocab][hidden]
+  std::vector<LayerWeights> layers_;
+  std::vector<double> final_norm_;  // [hidden], offsets
+  Matrix64 lm_head_;  // [vocab][hidden]; empty when tied to embed_
+  std::vector<double> inv_freq_;  // [rotary_dim / 2]
+};
+
+// Prefill `prompt`, then greedy-decode `new_tokens` tokens one at a time
+// (EOS is not special). `logits` holds the prompt rows, then one row per
+// decode step: [P + max(new_tokens - 1, 0)][vocab]; row P - 1 + j produced
+// generated[j].
+struct GreedyResult {
+  std::vector<int64_t> generated;
+  Matrix64 logits;
+};
+GreedyResult reference_greedy(const ReferenceModel& model, const std::vector<int64_t>& prompt,
+                              int64_t new_tokens);
+
+}  // namespace deltagen
