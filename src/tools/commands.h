@@ -9,5 +9,6 @@ int cmd_reference(int argc, char** argv);  // tools/cmd_reference.cpp
 int cmd_build(int argc, char** argv);      // tools/cmd_build.cpp
 int cmd_generate(int argc, char** argv);   // tools/cmd_generate.cpp
 int cmd_inspect(int argc, char** argv);    // tools/cmd_inspect.cpp
+int cmd_tokenize(int argc, char** argv);   // tools/cmd_tokenize.cpp
 
 }  // namespace deltagen

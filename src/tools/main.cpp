@@ -21,6 +21,7 @@ const Command kCommands[] = {
     {"build", deltagen::cmd_build, "build an ONNX model (+ genai_config.json) from a checkpoint"},
     {"generate", deltagen::cmd_generate, "generate tokens with ONNX Runtime"},
     {"inspect", deltagen::cmd_inspect, "print node counts, I/O and weight bytes of a model"},
+    {"tokenize", deltagen::cmd_tokenize, "encode text to token ids or decode ids to text"},
 };
 
 void usage(FILE* out) {
