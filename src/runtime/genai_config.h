@@ -1,0 +1,23 @@
+// The few genai_config.json settings the generation loop needs. The file is
+// written by the builder in onnxruntime-genai's layout:
+//   {"model": {"context_length", "eos_token_id", "vocab_size",
+//              "decoder": {"filename", ...}, ...}, "search": {...}}
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace deltagen {
+
+struct GenaiConfig {
+  std::string model_filename = "model.onnx";  // model.decoder.filename
+  int64_t context_length = 0;                  // longest sequence the model serves; 0 = unknown
+  int64_t vocab_size = 0;                      // 0 = unknown
+  std::vector<int64_t> eos_token_ids;          // eos_token_id may be a number or a list
+};
+
+// Throws Error naming the file on a missing file, bad JSON or a wrongly typed key.
+GenaiConfig load_genai_config(const std::filesystem::path& genai_config_json);
+
+}  // namespace deltagen

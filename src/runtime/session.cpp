@@ -1,0 +1,214 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <set>
+
+#include "runtime/tensor.h"
+#include "util/error.h"
+
+namespace deltagen {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPastPrefix = "past_key_values.";
+constexpr const char* kPresentPrefix = "present.";
+
+std::optional<CacheKind> kind_from_suffix(const std::string& suffix) {
+  for (CacheKind k : {CacheKind::Key, CacheKind::Value, CacheKind::ConvState, CacheKind::RecurrentState})
+    if (suffix == cache_kind_suffix(k)) return k;
+  return std::nullopt;
+}
+
+// "past_key_values.12.conv_state" -> (12, ConvState); nullopt for other names.
+std::optional<std::pair<int64_t, CacheKind>> parse_past_name(const std::string& name) {
+  const std::string prefix = kPastPrefix;
+  if (name.rfind(prefix, 0) != 0) return std::nullopt;
+  auto dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return std::nullopt;
+  int64_t layer = -1;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + dot;
+  auto [p, ec] = std::from_chars(first, last, layer);
+  if (ec != std::errc() || p != last || layer < 0) return std::nullopt;
+  auto kind = kind_from_suffix(name.substr(dot + 1));
+  if (!kind) return std::nullopt;
+  return std::make_pair(layer, *kind);
+}
+
+struct TensorDecl {
+  ONNXTensorElementDataType dtype;
+  std::vector<int64_t> shape;
+};
+
+TensorDecl input_decl(const Ort::Session& session, size_t i) {
+  // Keep the TypeInfo alive: the tensor info is a view into it.
+  Ort::TypeInfo type_info = session.GetInputTypeInfo(i);
+  auto tensor_info = type_info.GetTensorTypeAndShapeInfo();
+  return {tensor_info.GetElementType(), tensor_info.GetShape()};
+}
+
+TensorDecl output_decl(const Ort::Session& session, size_t i) {
+  Ort::TypeInfo type_info = session.GetOutputTypeInfo(i);
+  auto tensor_info = type_info.GetTensorTypeAndShapeInfo();
+  return {tensor_info.GetElementType(), tensor_info.GetShape()};
+}
+
+void expect_int64(const std::string& name, const TensorDecl& decl) {
+  if (decl.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+    fail("model input " + name, "is " + element_type_name(decl.dtype) + ", expected int64");
+}
+
+// Checks what the loop assumes about a state tensor's declared shape: rank,
+// and that only batch (and the KV length) may be symbolic.
+void check_cache_shape(const CacheSpec& spec) {
+  const size_t rank = spec.kind == CacheKind::ConvState ? 3 : 4;
+  if (spec.shape.size() != rank)
+    fail("model input " + spec.input_name, "has rank " + std::to_string(spec.shape.size()) + ", expected " +
+                                               std::to_string(rank));
+  const bool is_kv = spec.kind == CacheKind::Key || spec.kind == CacheKind::Value;
+  for (size_t d = 1; d < rank; ++d) {
+    if (is_kv && d == 2) continue;  // the past length
+    if (spec.shape[d] <= 0)
+      fail("model input " + spec.input_name, "dimension " + std::to_string(d) + " is not static");
+  }
+  float_element_size(spec.dtype);  // throws for a non-float state
+}
+
+}  // namespace
+
+const char* cache_kind_suffix(CacheKind kind) {
+  switch (kind) {
+    case CacheKind::Key: return "key";
+    case CacheKind::Value: return "value";
+    case CacheKind::ConvState: return "conv_state";
+    case CacheKind::RecurrentState: return "recurrent_state";
+  }
+  return "?";
+}
+
+std::vector<int64_t> ModelIo::full_attention_layers() const {
+  std::vector<int64_t> layers;
+  for (const auto& c : caches)
+    if (c.kind == CacheKind::Key) layers.push_back(c.layer);
+  return layers;
+}
+
+std::vector<int64_t> ModelIo::linear_attention_layers() const {
+  std::vector<int64_t> layers;
+  for (const auto& c : caches)
+    if (c.kind == CacheKind::RecurrentState) layers.push_back(c.layer);
+  return layers;
+}
+
+const CacheSpec& ModelIo::cache(int64_t layer, CacheKind kind) const {
+  for (const auto& c : caches)
+    if (c.layer == layer && c.kind == kind) return c;
+  fail("model", std::string("layer ") + std::to_string(layer) + " has no " + cache_kind_suffix(kind) + " input");
+}
+
+ModelIo describe_model_io(const Ort::Session& session) {
+  ModelIo io;
+  bool has_input_ids = false;
+  const auto input_names = session.GetInputNames();
+  for (size_t i = 0; i < input_names.size(); ++i) {
+    const std::string& name = input_names[i];
+    TensorDecl decl = input_decl(session, i);
+    if (name == "input_ids") {
+      expect_int64(name, decl);
+      has_input_ids = true;
+    } else if (name == "attention_mask") {
+      expect_int64(name, decl);
+      io.has_attention_mask = true;
+    } else if (name == "position_ids") {
+      expect_int64(name, decl);
+      if (decl.shape.size() != 2) fail("model input position_ids", "expected shape [batch, sequence]");
+      io.has_position_ids = true;
+    } else if (auto parsed = parse_past_name(name)) {
+      CacheSpec spec;
+      spec.layer = parsed->first;
+      spec.kind = parsed->second;
+      spec.input_name = name;
+      spec.output_name = kPresentPrefix + std::to_string(spec.layer) + "." + cache_kind_suffix(spec.kind);
+      spec.dtype = decl.dtype;
+      spec.shape = decl.shape;
+      check_cache_shape(spec);
+      io.caches.push_back(std::move(spec));
+    } else {
+      fail("model input " + name, "is not one the generation loop can feed");
+    }
+  }
+  if (!has_input_ids) fail("model", "has no input_ids input");
+
+  const auto output_names = session.GetOutputNames();
+  const std::set<std::string> outputs(output_names.begin(), output_names.end());
+  bool has_logits = false;
+  for (size_t i = 0; i < output_names.size(); ++i) {
+    if (output_names[i] != "logits") continue;
+    TensorDecl decl = output_decl(session, i);
+    if (decl.shape.size() != 3) fail("model output logits", "expected shape [batch, sequence, vocab]");
+    io.logits_dtype = decl.dtype;
+    io.logits_vocab = decl.shape[2] > 0 ? decl.shape[2] : 0;
+    has_logits = true;
+  }
+  if (!has_logits) fail("model", "has no logits output");
+  for (const auto& c : io.caches)
+    if (!outputs.count(c.output_name)) fail("model", "input " + c.input_name + " has no matching output " + c.output_name);
+
+  std::sort(io.caches.begin(), io.caches.end(), [](const CacheSpec& a, const CacheSpec& b) {
+    return a.layer != b.layer ? a.layer < b.layer : a.kind < b.kind;
+  });
+  // A full-attention layer needs both halves of its KV cache, a linear one both states.
+  for (const auto& c : io.caches) {
+    auto partner = c.kind == CacheKind::Key              ? CacheKind::Value
+                   : c.kind == CacheKind::Value          ? CacheKind::Key
+                   : c.kind == CacheKind::ConvState      ? CacheKind::RecurrentState
+                                                         : CacheKind::ConvState;
+    io.cache(c.layer, partner);
+  }
+  return io;
+}
+
+std::string ort_error_line(const Ort::Exception& e) {
+  std::string text = e.what();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
+Ort::Env& ort_env() {
+  static Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "deltagen");
+  return env;
+}
+
+Model::Model(fs::path dir, GenaiConfig config, Ort::Session session)
+    : dir_(std::move(dir)), config_(std::move(config)), session_(std::move(session)),
+      io_(describe_model_io(session_)) {}
+
+std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& options) {
+  if (!fs::is_directory(dir)) fail(dir.string(), "model folder not found");
+  GenaiConfig config = load_genai_config(dir / "genai_config.json");
+  const fs::path model_path = dir / config.model_filename;
+  if (!fs::is_regular_file(model_path)) fail(model_path.string(), "model file not found");
+
+  Ort::SessionOptions session_options;
+  session_options.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_ENABLE_ALL);
+  // One request at a time: all parallelism is inside the kernels.
+  session_options.SetExecutionMode(ExecutionMode::ORT_SEQUENTIAL);
+  session_options.SetInterOpNumThreads(1);
+  if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
+
+  try {
+    Ort::Session session(ort_env(), model_path.c_str(), session_options);
+    return std::unique_ptr<Model>(new Model(dir, std::move(config), std::move(session)));
+  } catch (const Ort::Exception& e) {
+    fail(model_path.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));
+  }
+}
+
+int64_t Model::vocab_size() const {
+  return io_.logits_vocab > 0 ? io_.logits_vocab : config_.vocab_size;
+}
+
+}  // namespace deltagen

@@ -1,0 +1,87 @@
+// Loading a built model folder (model.onnx [+ model.onnx.data],
+// genai_config.json) into an ONNX Runtime session, and describing the
+// session's inputs and outputs the way the generation loop needs them.
+//
+// The graph I/O contract (onnxruntime-genai's, text-only Qwen3.5):
+//   inputs  input_ids [B,S] int64, attention_mask [B,past+S] int64,
+//           position_ids [B,S] int64, and per layer N either
+//             past_key_values.N.key / .value           [B, kv_heads, past, head_dim]   (full attention)
+//           or past_key_values.N.conv_state            [B, conv_dim, K-1]              (linear attention)
+//              past_key_values.N.recurrent_state       [B, v_heads, d_k, d_v]
+//   outputs logits [B,S,vocab] and present.N.<same suffix> for every past input.
+// Which layers carry which state is discovered from the input names, never
+// assumed from the layer index.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <onnxruntime_cxx_api.h>
+
+#include "runtime/genai_config.h"
+
+namespace deltagen {
+
+enum class CacheKind { Key, Value, ConvState, RecurrentState };
+const char* cache_kind_suffix(CacheKind kind);  // "key", "value", "conv_state", "recurrent_state"
+
+// One piece of carried state: read from `input_name`, produced as `output_name`.
+struct CacheSpec {
+  int64_t layer = 0;
+  CacheKind kind = CacheKind::Key;
+  std::string input_name;   // past_key_values.N.<suffix>
+  std::string output_name;  // present.N.<suffix>
+  ONNXTensorElementDataType dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  std::vector<int64_t> shape;  // as declared by the model; -1 for a symbolic dimension
+};
+
+struct ModelIo {
+  bool has_attention_mask = false;
+  bool has_position_ids = false;
+  ONNXTensorElementDataType logits_dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  int64_t logits_vocab = 0;  // last dim of `logits`; 0 when symbolic
+  std::vector<CacheSpec> caches;  // ordered by layer, then key/value/conv/recurrent
+
+  std::vector<int64_t> full_attention_layers() const;  // layers with a KV cache
+  std::vector<int64_t> linear_attention_layers() const;  // layers with conv + recurrent state
+  const CacheSpec& cache(int64_t layer, CacheKind kind) const;  // throws Error if absent
+};
+
+// Reads names, dtypes and shapes from the session; throws Error for an input
+// or output the loop would not know how to feed (e.g. inputs_embeds).
+ModelIo describe_model_io(const Ort::Session& session);
+
+struct RuntimeOptions {
+  int intra_op_threads = 0;  // 0 = ONNX Runtime's default (one per physical core)
+};
+
+// The process-wide ONNX Runtime environment (created on first use).
+Ort::Env& ort_env();
+
+// An ONNX Runtime error message on one line (deltagen errors are one line).
+std::string ort_error_line(const Ort::Exception& e);
+
+class Model {
+ public:
+  // `dir` holds genai_config.json and the model file it names. Throws Error.
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir, const RuntimeOptions& options = {});
+
+  Ort::Session& session() { return session_; }
+  const ModelIo& io() const { return io_; }
+  const GenaiConfig& config() const { return config_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  // From the logits output shape, else from genai_config.json; 0 if neither says.
+  int64_t vocab_size() const;
+
+ private:
+  Model(std::filesystem::path dir, GenaiConfig config, Ort::Session session);
+
+  std::filesystem::path dir_;
+  GenaiConfig config_;
+  Ort::Session session_;
+  ModelIo io_;
+};
+
+}  // namespace deltagen
