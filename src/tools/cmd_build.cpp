@@ -1,4 +1,5 @@
 // deltagen build --checkpoint DIR --out DIR [--precision fp32] [--context-length N]
+//                [--exact-l2norm-eps]
 #include <cstdio>
 
 #include "checkpoint/checkpoint.h"
@@ -10,12 +11,13 @@
 namespace deltagen {
 
 int cmd_build(int argc, char** argv) {
-  Args args(argc, argv);
+  Args args(argc, argv, {"exact-l2norm-eps"});
   const std::string checkpoint_dir = args.require("checkpoint");
   const std::string out_dir = args.require("out");
   BuildOptions opts;
   opts.precision = args.get_or("precision", opts.precision);
   opts.context_length = args.get_int("context-length", opts.context_length);
+  opts.exact_l2norm_eps = args.flag("exact-l2norm-eps");
   args.finish();
   // Reject bad options before reading the checkpoint or creating any folder.
   validate_build_options(opts);

@@ -1,0 +1,38 @@
+// The Qwen3.5 text graph (Gated DeltaNet + gated full attention), laid out
+// like onnxruntime-genai's Qwen35TextModel in text-only mode.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "graph/graph_builder.h"
+#include "models/build.h"
+
+namespace deltagen {
+
+// Graph I/O names (N = absolute layer index). KV only for full-attention
+// layers; conv/recurrent state only for linear-attention layers.
+namespace io {
+inline const std::string kInputIds = "input_ids";
+inline const std::string kAttentionMask = "attention_mask";
+inline const std::string kPositionIds = "position_ids";
+inline const std::string kLogits = "logits";
+inline std::string past_key(int64_t n) { return "past_key_values." + std::to_string(n) + ".key"; }
+inline std::string past_value(int64_t n) { return "past_key_values." + std::to_string(n) + ".value"; }
+inline std::string past_conv_state(int64_t n) { return "past_key_values." + std::to_string(n) + ".conv_state"; }
+inline std::string past_recurrent_state(int64_t n) {
+  return "past_key_values." + std::to_string(n) + ".recurrent_state";
+}
+inline std::string present_key(int64_t n) { return "present." + std::to_string(n) + ".key"; }
+inline std::string present_value(int64_t n) { return "present." + std::to_string(n) + ".value"; }
+inline std::string present_conv_state(int64_t n) { return "present." + std::to_string(n) + ".conv_state"; }
+inline std::string present_recurrent_state(int64_t n) { return "present." + std::to_string(n) + ".recurrent_state"; }
+}  // namespace io
+
+// Adds the whole model to `b`: graph I/O, nodes and (lazy) weights read from
+// `ckpt`, which must outlive the write. context_length (resolved, > 0) = rotary
+// cache rows; opts supplies the remaining switches.
+void build_qwen35_graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length,
+                        graph::GraphBuilder& b);
+
+}  // namespace deltagen
