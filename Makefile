@@ -3,13 +3,20 @@
 #               ONNX and generate from it
 #   make test   install what is missing, build, run the whole test suite (ctest)
 # Both are idempotent; with nothing changed they only re-run the job.
+# Reliability (docs/reliability.md):
+#   make test-asan  the test suite built with AddressSanitizer + UBSan (build-asan)
+#   make fuzz       build the libFuzzer targets (build-fuzz, clang) and run each
+#                   for FUZZ_SECONDS (default 60)
 
 BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 DEMO_DIR ?= $(BUILD)/demo
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build demo test clean
+.PHONY: all setup configure build demo test clean test-asan sanitize fuzz
 
 all: build
 
@@ -29,6 +36,18 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+$(ASAN_BUILD)/CMakeCache.txt: | setup
+	cmake -S . -B $(ASAN_BUILD) -DDELTAGEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+test-asan: setup $(ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+sanitize: test-asan
+
+fuzz: setup
+	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash fuzz/run.sh
 
 clean:
 	rm -rf $(BUILD)

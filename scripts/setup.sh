@@ -12,8 +12,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 ort_dir="${ORT_DIR:-$root/third_party/ort}"
 cache="${DELTAGEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deltagen}/npm"
 
-APT_PACKAGES=(cmake g++ make libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev
-              libpcre2-dev libgtest-dev)
+APT_PACKAGES=(cmake g++ make pkg-config libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev
+              libpcre2-dev libicu-dev libgtest-dev)
 
 ORT_NODE_TGZ=onnxruntime-node-1.30.0.tgz
 ORT_NODE_SHA=6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
@@ -81,3 +81,6 @@ install_ort() {
 
 install_apt
 install_ort
+# Qwen3's tokenizer.json and HF's JS reference tokenizer, for the tokenizer parity tests.
+need_npm
+bash "$root/scripts/fetch_tokenizer_assets.sh"

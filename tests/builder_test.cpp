@@ -17,6 +17,8 @@
 #include "models/build.h"
 #include "reference/qwen35_reference.h"
 #include "synth/synth.h"
+#include "graph_query.h"
+#include "ort_step_runner.h"
 #include "test_util.h"
 #include "util/error.h"
 #include "util/npy.h"
@@ -48,21 +50,8 @@ const onnx::ModelProto& golden_model() {
   return model;
 }
 
-// The nodes of domain-qualified type `op` whose names start with `prefix`.
-std::vector<const onnx::NodeProto*> nodes_of(const onnx::ModelProto& m, const std::string& op,
-                                             const std::string& prefix = "") {
-  std::vector<const onnx::NodeProto*> out;
-  for (const auto& n : m.graph().node())
-    if (graph::qualified_op(n) == op && n.name().rfind(prefix, 0) == 0) out.push_back(&n);
-  return out;
-}
-
-std::map<std::string, const onnx::NodeProto*> producers(const onnx::ModelProto& m) {
-  std::map<std::string, const onnx::NodeProto*> by_output;
-  for (const auto& n : m.graph().node())
-    for (const auto& o : n.output()) by_output[o] = &n;
-  return by_output;
-}
+using test::nodes_of;
+using test::producers;
 
 std::string shape_text(const graph::TensorSummary& t) {
   std::string s = t.name + " " + t.dtype + " [";
@@ -125,8 +114,10 @@ TEST(Builder, TwoLpNormalizationsPerLinearLayerAndNoneElsewhere) {
 
 TEST(Builder, NormsUseOrtDomainsAndHaveNoCasts) {
   const auto& m = golden_model();
-  // Layer 0's input norm, q/k norms and 3 gated norms: default domain (ORT rejects com.microsoft).
-  EXPECT_EQ(nodes_of(m, "SimplifiedLayerNormalization").size(), 1u + 2u + 3u);
+  // Layer 0's input norm and the q/k norms: default domain (ORT rejects com.microsoft).
+  EXPECT_EQ(nodes_of(m, "SimplifiedLayerNormalization").size(), 1u + 2u);
+  // The gated norms of the 3 linear-attention layers: one fused node each.
+  EXPECT_EQ(nodes_of(m, "com.microsoft.GatedRMSNorm").size(), 3u);
   EXPECT_TRUE(nodes_of(m, "com.microsoft.SimplifiedLayerNormalization").empty());
   // 3 more input norms, 4 post-attention norms, the final norm.
   EXPECT_EQ(nodes_of(m, "com.microsoft.SkipSimplifiedLayerNormalization").size(), 8u);
@@ -135,7 +126,9 @@ TEST(Builder, NormsUseOrtDomainsAndHaveNoCasts) {
     EXPECT_EQ(n->name().rfind("/model/attn_mask_reformat/", 0), 0u) << n->name();
   auto by_output = producers(m);
   for (const auto& n : m.graph().node()) {
-    if (n.op_type() != "SimplifiedLayerNormalization" && n.op_type() != "SkipSimplifiedLayerNormalization") continue;
+    if (n.op_type() != "SimplifiedLayerNormalization" && n.op_type() != "SkipSimplifiedLayerNormalization" &&
+        n.op_type() != "GatedRMSNorm")
+      continue;
     for (const auto& in : n.input()) {
       auto it = by_output.find(in);
       if (it != by_output.end()) EXPECT_NE(it->second->op_type(), "Cast") << n.name();
@@ -157,8 +150,10 @@ TEST(Builder, NodeNamesAreHierarchicalAndUnique) {
       EXPECT_EQ(o, n.name() + "/output_" + std::to_string(i));
     }
   }
-  EXPECT_EQ(nodes_of(m, "MatMul", "/model/layers.3/attn/q_proj/MatMul").size(), 1u);
-  EXPECT_EQ(nodes_of(m, "MatMul", "/model/layers.0/linear_attn/in_proj_qkv/MatMul").size(), 1u);
+  // Fused projections (the default) are named after the group.
+  EXPECT_EQ(nodes_of(m, "MatMul", "/model/layers.3/attn/qkv_proj/MatMul").size(), 1u);
+  EXPECT_EQ(nodes_of(m, "MatMul", "/model/layers.0/linear_attn/in_proj/MatMul").size(), 1u);
+  EXPECT_EQ(nodes_of(m, "MatMul", "/model/layers.0/mlp/gate_up_proj/MatMul").size(), 1u);
   EXPECT_EQ(nodes_of(m, "Constant", "/model/constants/").size(), nodes_of(m, "Constant").size());
 }
 
@@ -248,107 +243,7 @@ TEST(Builder, CopiesTokenizerFiles) {
 
 // ---- ONNX Runtime ---------------------------------------------------------------
 
-struct HostTensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
-
-Ort::Env& ort_env() {
-  static Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "builder_test");
-  return env;
-}
-
-// Runs the model step by step as a generation loop would, carrying every
-// present.* output into the matching past_key_values.* input (batch 1).
-class StepRunner {
- public:
-  explicit StepRunner(const fs::path& model_file) : session_(ort_env(), model_file.c_str(), options()) {
-    Ort::AllocatorWithDefaultOptions alloc;
-    for (size_t i = 0; i < session_.GetInputCount(); ++i) {
-      std::string name = session_.GetInputNameAllocated(i, alloc).get();
-      input_names_.push_back(name);
-      if (name.rfind("past_key_values.", 0) != 0) continue;
-      Ort::TypeInfo type_info = session_.GetInputTypeInfo(i);  // keep alive: the shape info is a view into it
-      HostTensor zeros;
-      zeros.shape = type_info.GetTensorTypeAndShapeInfo().GetShape();
-      for (int64_t& d : zeros.shape) d = d < 0 ? (&d == &zeros.shape[0] ? 1 : 0) : d;  // batch 1, past 0
-      zeros.data.assign(size_t(std::max<int64_t>(numel(zeros.shape), 0)), 0.0f);
-      past_[name] = zeros;
-    }
-    for (size_t i = 0; i < session_.GetOutputCount(); ++i)
-      output_names_.push_back(session_.GetOutputNameAllocated(i, alloc).get());
-  }
-
-  // Feeds `ids` after `position_` earlier tokens; returns logits [ids.size() * vocab].
-  std::vector<float> step(const std::vector<int64_t>& ids) {
-    const int64_t s = int64_t(ids.size()), total = position_ + s;
-    std::vector<int64_t> input_ids = ids;
-    std::vector<int64_t> mask(size_t(total), 1);
-    std::vector<int64_t> positions(static_cast<size_t>(s));
-    for (int64_t i = 0; i < s; ++i) positions[size_t(i)] = position_ + i;
-
-    auto mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
-    auto i64 = [&](std::vector<int64_t>& v, const std::vector<int64_t>& shape) {
-      return Ort::Value::CreateTensor<int64_t>(mem, v.data(), v.size(), shape.data(), shape.size());
-    };
-    std::vector<Ort::Value> inputs;
-    for (const auto& name : input_names_) {
-      if (name == "input_ids") {
-        inputs.push_back(i64(input_ids, {1, s}));
-      } else if (name == "attention_mask") {
-        inputs.push_back(i64(mask, {1, total}));
-      } else if (name == "position_ids") {
-        inputs.push_back(i64(positions, {1, s}));
-      } else {
-        HostTensor& t = past_.at(name);
-        inputs.push_back(
-            Ort::Value::CreateTensor<float>(mem, t.data.data(), t.data.size(), t.shape.data(), t.shape.size()));
-      }
-    }
-    std::vector<const char*> in_names, out_names;
-    for (const auto& n : input_names_) in_names.push_back(n.c_str());
-    for (const auto& n : output_names_) out_names.push_back(n.c_str());
-    auto outputs = session_.Run(Ort::RunOptions{nullptr}, in_names.data(), inputs.data(), inputs.size(),
-                                out_names.data(), out_names.size());
-
-    std::vector<float> logits;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      HostTensor t = to_host(outputs[i]);
-      const std::string& name = output_names_[i];
-      if (name == "logits") logits = std::move(t.data);
-      else past_["past_key_values." + name.substr(std::string("present.").size())] = std::move(t);
-    }
-    position_ = total;
-    return logits;
-  }
-
-  const HostTensor& state(const std::string& past_name) const { return past_.at(past_name); }
-
- private:
-  static Ort::SessionOptions options() {
-    Ort::SessionOptions o;
-    o.SetIntraOpNumThreads(1);
-    return o;
-  }
-  static int64_t numel(const std::vector<int64_t>& shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-  }
-  static HostTensor to_host(const Ort::Value& v) {
-    HostTensor t;
-    auto info = v.GetTensorTypeAndShapeInfo();
-    t.shape = info.GetShape();
-    const float* p = v.GetTensorData<float>();
-    t.data.assign(p, p + info.GetElementCount());
-    return t;
-  }
-
-  Ort::Session session_;
-  std::vector<std::string> input_names_, output_names_;
-  std::map<std::string, HostTensor> past_;
-  int64_t position_ = 0;
-};
+using test::StepRunner;
 
 std::vector<float> golden_rows(const std::string& file) { return read_npy(golden_file(file)).as_f32(); }
 
@@ -379,7 +274,7 @@ TEST(Builder, ExactL2NormEpsMatchesGoldenTightly) {
   TempDir tmp;
   auto ckpt = Checkpoint::open(golden_checkpoint());
   BuildOptions opts;
-  opts.exact_l2norm_eps = true;
+  opts.l2norm = "lpnorm-eps";
   build_model(*ckpt, opts, tmp / "m");
   auto model = graph::load_model_proto(tmp / "m" / "model.onnx");
   EXPECT_EQ(nodes_of(model, "LpNormalization").size(), 6u);
@@ -400,13 +295,13 @@ TEST(Builder, Layer0StatesMatchGolden) {
   std::vector<float> conv_all = conv.as_f32(), conv_last3;
   for (int64_t c = 0; c < 128; ++c)
     for (int64_t j = 1; j < 4; ++j) conv_last3.push_back(conv_all[size_t(c * 4 + j)]);
-  const HostTensor& got_conv = run.state("past_key_values.0.conv_state");
-  EXPECT_EQ(got_conv.shape, (std::vector<int64_t>{1, 128, 3}));
-  EXPECT_LT(test::max_abs_diff(got_conv.data, conv_last3), 1e-5);
+  EXPECT_EQ(run.state_shape("past_key_values.0.conv_state"), (std::vector<int64_t>{1, 128, 3}));
+  EXPECT_LT(test::max_abs_diff(run.state("past_key_values.0.conv_state"), conv_last3), 1e-5);
 
-  const HostTensor& got_rec = run.state("past_key_values.0.recurrent_state");
-  EXPECT_EQ(got_rec.shape, (std::vector<int64_t>{1, 4, 16, 16}));
-  EXPECT_LT(test::max_abs_diff(got_rec.data, golden_rows("layer0_recurrent_state_after_prefill12.npy")), 1e-4);
+  EXPECT_EQ(run.state_shape("past_key_values.0.recurrent_state"), (std::vector<int64_t>{1, 4, 16, 16}));
+  EXPECT_LT(test::max_abs_diff(run.state("past_key_values.0.recurrent_state"),
+                               golden_rows("layer0_recurrent_state_after_prefill12.npy")),
+            1e-4);
 }
 
 TEST(Builder, ExternalDataSwitchWritesAlignedDataFileThatRuns) {
@@ -455,7 +350,7 @@ TEST(Builder, UntiedVariantMatchesReference) {
 
   auto ckpt = Checkpoint::open(tmp / "ck");
   BuildOptions opts;
-  opts.exact_l2norm_eps = true;  // compare the rest of the math tightly
+  opts.l2norm = "lpnorm-eps";  // compare the rest of the math tightly
   build_model(*ckpt, opts, tmp / "m");
   auto model = graph::load_model_proto(tmp / "m" / "model.onnx");
   EXPECT_EQ(nodes_of(model, "MatMul", "/lm_head/MatMul").size(), 1u);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,7 +16,11 @@
 #include "models/build.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
+#include "runtime/snapshot.h"
 #include "runtime/tensor.h"
+#include "deltagen/deltagen.h"
+#include "runtime/generation.h"
+#include "runtime_fixtures.h"
 #include "test_util.h"
 #include "util/error.h"
 #include "util/npy.h"
@@ -34,21 +39,8 @@ constexpr double kTolerance = 1e-4;  // fp32 vs the fp32 HF reference (noise is 
 constexpr int64_t kVocab = 512;
 
 // The golden model built once per test process (the build is the slow part).
-const fs::path& built_model_dir() {
-  static TempDir dir;
-  static const fs::path model = [] {
-    fs::path out = dir / "tiny-a-fp32";
-    auto ckpt = Checkpoint::open(golden_checkpoint());
-    build_model(*ckpt, BuildOptions{}, out);
-    return out;
-  }();
-  return model;
-}
-
-Model& built_model() {
-  static std::unique_ptr<Model> model = Model::load(built_model_dir(), RuntimeOptions{.intra_op_threads = 1});
-  return *model;
-}
+const fs::path& built_model_dir() { return test::golden_model_dir(); }
+Model& built_model() { return test::golden_runtime_model(); }
 
 std::vector<int64_t> golden_prompt() {
   auto summary = nlohmann::json::parse(test::read_text(golden_file("summary.json")));
@@ -204,16 +196,35 @@ TEST(RuntimeGolden, PromptInChunksOf1And3And12GivesPrefillLogits) {
   }
 }
 
-TEST(RuntimeGolden, KvCacheGrowsByTheTokensFed) {
-  Generator gen(built_model());
+TEST(RuntimeGolden, KvCacheIsAllocatedOnceAndSharedBetweenPastAndPresent) {
+  Generator gen(built_model(), 1, 64);
   const auto prompt = golden_prompt();
   std::span<const int64_t> ids(prompt);
-  EXPECT_EQ(tensor_shape(gen.state().tensor(3, CacheKind::Key)), (std::vector<int64_t>{1, 2, 0, 16}));
+  const Ort::Value& key = gen.state().tensor(3, CacheKind::Key);
+  const void* key_data = key.GetTensorRawData();
+  const void* rec_data = gen.state().tensor(0, CacheKind::RecurrentState).GetTensorRawData();
+  // max_length 64 + the spare slot parked rows write to.
+  EXPECT_EQ(tensor_shape(key), (std::vector<int64_t>{1, 2, 65, 16}));
   gen.forward(ids.first(7), false);
-  EXPECT_EQ(tensor_shape(gen.state().tensor(3, CacheKind::Key)), (std::vector<int64_t>{1, 2, 7, 16}));
+  EXPECT_EQ(gen.state().past_length(), 7);
   gen.forward(ids.subspan(7, 1), false);
-  EXPECT_EQ(tensor_shape(gen.state().tensor(3, CacheKind::Value)), (std::vector<int64_t>{1, 2, 8, 16}));
   EXPECT_EQ(gen.state().past_length(), 8);
+  EXPECT_EQ(gen.state().tokens(0), std::vector<int64_t>(prompt.begin(), prompt.begin() + 8));
+  // The graph wrote into the same buffers: nothing was reallocated.
+  EXPECT_EQ(gen.state().tensor(3, CacheKind::Key).GetTensorRawData(), key_data);
+  EXPECT_EQ(gen.state().tensor(0, CacheKind::RecurrentState).GetTensorRawData(), rec_data);
+  EXPECT_EQ(tensor_shape(gen.state().tensor(3, CacheKind::Value)), (std::vector<int64_t>{1, 2, 65, 16}));
+  // Keys of the 8 positions are written, the rest of the buffer is still zero.
+  const std::vector<float> k = tensor_to_f32(key);
+  auto at = [&](int64_t head, int64_t pos, int64_t d) { return k[size_t((head * 65 + pos) * 16 + d)]; };
+  double written = 0, beyond = 0;
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t d = 0; d < 16; ++d) {
+      for (int64_t p = 0; p < 8; ++p) written += std::abs(at(h, p, d));
+      for (int64_t p = 8; p < 65; ++p) beyond += std::abs(at(h, p, d));
+    }
+  EXPECT_GT(written, 0);
+  EXPECT_EQ(beyond, 0);
 }
 
 TEST(RuntimeGolden, ResetStartsOverFromZeroState) {
@@ -253,6 +264,134 @@ TEST(RuntimeGolden, RejectsOutOfVocabularyAndTooLongRequests) {
   EXPECT_NO_THROW(check_request(model, ok, 4));
   EXPECT_THROW(check_request(model, ok, model.config().context_length), Error);
   EXPECT_THROW(check_request(model, std::vector<int64_t>{}, 1), Error);
+}
+
+// ---- the generation loop: batches, limits, bad requests ----------------------------
+
+GenerationOptions greedy(int64_t new_tokens) {
+  GenerationOptions o;
+  o.max_new_tokens = new_tokens;
+  o.stop_at_eos = false;
+  return o;
+}
+
+std::vector<GenerationResult> run_rows(const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& o,
+                                       int64_t max_length = 64) {
+  Generator gen(built_model(), int64_t(prompts.size()), max_length);
+  return generate_rows(gen, prompts, o, nullptr, {});
+}
+
+std::vector<float> row_range(const GenerationResult& r, int64_t first, int64_t count) {
+  return std::vector<float>(r.logits.begin() + first * kVocab, r.logits.begin() + (first + count) * kVocab);
+}
+
+TEST(RuntimeBatch, ThreeEqualRowsGiveTheGoldenTokensAndLogits) {
+  GenerationOptions o = greedy(16);
+  o.collect_logits = true;
+  const auto prompt = golden_prompt();
+  const auto results = run_rows({prompt, prompt, prompt}, o);
+  ASSERT_EQ(results.size(), 3u);
+  for (const GenerationResult& r : results) {
+    EXPECT_EQ(r.generated_ids, test::golden_greedy_ids());
+    ASSERT_EQ(r.logits_rows, 12 + 15);
+    EXPECT_LE(max_abs_diff(row_range(r, 0, 12), golden_f32("logits_prefill.npy")), kTolerance);
+    EXPECT_LE(max_abs_diff(row_range(r, 11, 16), golden_f32("greedy_step_logits.npy")), kTolerance);
+    EXPECT_EQ(r.decode_steps, 15);
+  }
+}
+
+TEST(RuntimeBatch, RowsOfDifferentLengthsMatchSingleRuns) {
+  const auto p = golden_prompt();
+  const std::vector<std::vector<int64_t>> prompts = {p, {p.begin(), p.begin() + 7}, {p[3], p[4], p[5]}, {42}};
+  GenerationOptions o = greedy(10);
+  o.collect_logits = true;
+  const auto batch = run_rows(prompts, o);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const GenerationResult single = run_rows({prompts[i]}, o).at(0);
+    EXPECT_EQ(batch[i].generated_ids, single.generated_ids) << "row " << i;
+    EXPECT_LE(max_abs_diff(batch[i].logits, single.logits), kTolerance) << "row " << i;
+    EXPECT_EQ(batch[i].prefilled_tokens, int64_t(prompts[i].size()));
+  }
+}
+
+TEST(RuntimeBatch, EachRowSamplesWithItsOwnSeed) {
+  GenerationOptions o = greedy(12);
+  o.sampling.temperature = 1.0;
+  o.sampling.top_p = 0.95;
+  o.sampling.seed = 11;
+  const auto p = golden_prompt();
+  const auto batch = run_rows({p, p, p}, o);
+  for (int64_t row = 0; row < 3; ++row) {
+    GenerationOptions single = o;
+    single.sampling.seed = 11 + uint64_t(row);
+    EXPECT_EQ(batch[size_t(row)].generated_ids, run_rows({p}, single).at(0).generated_ids) << "row " << row;
+  }
+  EXPECT_NE(batch[0].generated_ids, batch[1].generated_ids);
+}
+
+TEST(RuntimeBatch, RowsStopOnTheirOwn) {
+  const auto p = golden_prompt();
+  GenerationOptions o = greedy(8);
+  o.extra_stop_ids = {490};  // the golden prompt's second greedy token
+  const std::vector<std::vector<int64_t>> prompts = {p, {p.begin(), p.begin() + 7}};
+  const auto batch = run_rows(prompts, o);
+  EXPECT_EQ(batch[0].generated_ids, (std::vector<int64_t>{77, 490}));
+  EXPECT_EQ(batch[0].stop_reason, StopReason::Eos);
+  EXPECT_EQ(batch[0].decode_steps, 1);
+  EXPECT_EQ(batch[1].generated_ids, run_rows({prompts[1]}, o).at(0).generated_ids);
+}
+
+TEST(RuntimeBatch, AParkedRowIsLeftExactlyAsItWas) {
+  Generator gen(built_model(), 2, 32);
+  const auto p = golden_prompt();
+  gen.run_row(0, std::span<const int64_t>(p).first(5), false);
+  gen.run_row(1, std::span<const int64_t>(p).first(9), false);
+  const StateSnapshot before = capture_row(gen.state(), 0, kVocab, {});
+  gen.state().park(0);
+  for (int64_t t = 0; t < 4; ++t) gen.step(std::vector<int64_t>{0, p[size_t(9 + t % 3)]});
+  gen.state().unpark(0);
+  const StateSnapshot after = capture_row(gen.state(), 0, kVocab, {});
+  EXPECT_EQ(after.tokens, before.tokens);
+  ASSERT_EQ(after.caches.size(), before.caches.size());
+  for (size_t c = 0; c < before.caches.size(); ++c) EXPECT_TRUE(after.caches[c].data == before.caches[c].data) << c;
+  EXPECT_EQ(gen.state().length(1), 13);
+}
+
+TEST(RuntimeGolden, GenerationStopsWhenTheStateIsFull) {
+  const auto results = run_rows({golden_prompt()}, greedy(100), 16);
+  const auto golden = test::golden_greedy_ids();
+  // 12 prompt tokens + 4 fed back fill 16; the 5th new token is chosen but not run.
+  EXPECT_EQ(results[0].generated_ids, std::vector<int64_t>(golden.begin(), golden.begin() + 5));
+  EXPECT_EQ(results[0].stop_reason, StopReason::Length);
+}
+
+void expect_error(const std::function<void()>& f, const std::string& phrase) {
+  try {
+    f();
+    ADD_FAILURE() << "no error (expected one saying '" << phrase << "')";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(phrase), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+TEST(RuntimeGolden, BadRequestsAreClearErrorsAndLeaveTheStateAlone) {
+  Generator gen(built_model(), 1, 8);
+  auto run = [&](std::vector<int64_t> prompt) {
+    const std::vector<std::vector<int64_t>> feeds = {prompt};
+    generate_rows(gen, feeds, greedy(2), nullptr, {});
+  };
+  expect_error([&] { run(golden_prompt()); }, "does not fit the maximum length 8");
+  expect_error([&] { run({5, kVocab}); }, "token id 512 is outside the vocabulary");
+  expect_error([&] { run({}); }, "the prompt is empty");
+  expect_error([&] { run({-1}); }, "token id -1 is outside the vocabulary");
+  GenerationOptions with_stop = greedy(2);
+  with_stop.stop_strings = {"x"};
+  expect_error([&] { generate_rows(gen, std::vector<std::vector<int64_t>>{{5}}, with_stop, nullptr, {}); },
+               "stop strings need a tokenizer");
+  EXPECT_EQ(gen.state().past_length(), 0);
+  expect_error([&] { Generator(built_model(), 1, 1 << 20); }, "exceeds the model's context length");
 }
 
 // ---- the CLI ----------------------------------------------------------------------
@@ -315,18 +454,66 @@ TEST(RuntimeCli, StopAtEosEndsAfterTheFirstEosToken) {
 
   const std::vector<std::string> base = {"generate", "--model", model.string(), "--ids", ids_arg(golden_prompt()),
                                          "--max-new-tokens", "16", "--json"};
-  auto stopped = base;
-  stopped.push_back("--stop-at-eos");
-  auto r = run_cli(stopped);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.at("generated_ids").get<std::vector<int64_t>>(), (std::vector<int64_t>{77, 490}));
-  EXPECT_TRUE(j.at("stopped_at_eos").get<bool>());
+  for (const char* stop_flag : {"", "--stop-at-eos"}) {  // stopping at EOS is the default
+    auto args = base;
+    if (*stop_flag) args.push_back(stop_flag);
+    auto r = run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("generated_ids").get<std::vector<int64_t>>(), (std::vector<int64_t>{77, 490}));
+    EXPECT_TRUE(j.at("stopped_at_eos").get<bool>());
+    EXPECT_EQ(j.at("stop_reason").get<std::string>(), "eos");
+  }
 
-  // Without the switch EOS is ignored.
-  r = run_cli(base);
+  // --ignore-eos goes on.
+  auto ignoring = base;
+  ignoring.push_back("--ignore-eos");
+  auto r = run_cli(ignoring);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out).at("generated_ids").size(), 16u);
+}
+
+TEST(RuntimeCli, BatchOfThreeEqualPromptsPrintsTheGoldenTokensThreeTimes) {
+  const std::string p = ids_arg(golden_prompt());
+  auto r = run_cli({"generate", "--model", built_model_dir().string(), "--ids", p + ";" + p + ";" + p,
+                    "--max-new-tokens", "16", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string line = joined(test::golden_greedy_ids(), ' ') + "\n";
+  EXPECT_EQ(r.out, line + line + line);
+}
+
+TEST(RuntimeCli, BatchJsonHasOneSequencePerPromptInOrder) {
+  const auto p = golden_prompt();
+  auto r = run_cli({"generate", "--model", built_model_dir().string(), "--ids", ids_arg(p) + ";5,17,300",
+                    "--max-new-tokens", "6", "--json", "--ignore-eos"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("batch").get<int64_t>(), 2);
+  const auto& rows = j.at("sequences");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].at("prompt_ids").get<std::vector<int64_t>>(), p);
+  const std::vector<int64_t> golden = test::golden_greedy_ids();
+  EXPECT_EQ(rows[0].at("generated_ids").get<std::vector<int64_t>>(), std::vector<int64_t>(golden.begin(), golden.begin() + 6));
+  EXPECT_EQ(rows[1].at("generated_ids").get<std::vector<int64_t>>(),
+            run_rows({{5, 17, 300}}, greedy(6)).at(0).generated_ids);
+}
+
+TEST(RuntimeCli, SeededSamplingIsTheSameInEveryProcess) {
+  auto sample = [](const std::string& seed) {
+    auto r = run_cli({"generate", "--model", built_model_dir().string(), "--ids", ids_arg(golden_prompt()),
+                      "--max-new-tokens", "12", "--temperature", "1.0", "--top-k", "50", "--seed", seed});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const std::string first = sample("5");
+  EXPECT_EQ(sample("5"), first);
+  EXPECT_NE(sample("6"), first);
+  GenerationOptions o = greedy(12);
+  o.stop_at_eos = true;
+  o.sampling.temperature = 1.0;
+  o.sampling.top_k = 50;
+  o.sampling.seed = 5;
+  EXPECT_EQ(first, joined(run_rows({golden_prompt()}, o).at(0).generated_ids, ' ') + "\n");
 }
 
 struct BadGenerate {
@@ -372,7 +559,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadGenerate{"NegativeId", {"--model", "{model}", "--ids", "5,-1", "--max-new-tokens", "2", "--logits-out", "{out}"}},
         BadGenerate{"LongerThanContext", {"--model", "{model}", "--ids", "5,17", "--max-new-tokens", "100000", "--logits-out", "{out}"}},
         BadGenerate{"ZeroNewTokens", {"--model", "{model}", "--ids", "5,17", "--max-new-tokens", "0", "--logits-out", "{out}"}},
-        BadGenerate{"MissingMaxNewTokens", {"--model", "{model}", "--ids", "5,17", "--logits-out", "{out}"}},
+        BadGenerate{"EmptyIdsRow", {"--model", "{model}", "--ids", "5,17;", "--logits-out", "{out}"}},
+        BadGenerate{"EmptyPrompt", {"--model", "{model}", "--prompt", "", "--logits-out", "{out}"}},
+        BadGenerate{"TwoPromptSources", {"--model", "{model}", "--ids", "5", "--prompt", "hi", "--logits-out", "{out}"}},
+        BadGenerate{"TextWithoutTokenizer", {"--model", "{model}", "--prompt", "hello", "--logits-out", "{out}"}},
+        BadGenerate{"StopStringWithoutTokenizer", {"--model", "{model}", "--ids", "5", "--stop", "x", "--logits-out", "{out}"}},
+        BadGenerate{"NegativeTemperature", {"--model", "{model}", "--ids", "5", "--temperature", "-1", "--logits-out", "{out}"}},
+        BadGenerate{"TopPAboveOne", {"--model", "{model}", "--ids", "5", "--top-p", "1.5", "--logits-out", "{out}"}},
+        BadGenerate{"BatchWithLogitsOut", {"--model", "{model}", "--ids", "5;6", "--logits-out", "{out}"}},
+        BadGenerate{"PromptLongerThanMaxLength", {"--model", "{model}", "--ids", "5,17,300,42,7", "--max-length", "4", "--logits-out", "{out}"}},
+        BadGenerate{"MaxLengthOverContext", {"--model", "{model}", "--ids", "5", "--max-length", "100000", "--logits-out", "{out}"}},
+        BadGenerate{"MissingStateFile", {"--model", "{model}", "--ids", "5", "--load-state", "{missing}", "--logits-out", "{out}"}},
         BadGenerate{"NegativePrefillChunk", {"--model", "{model}", "--ids", "5,17", "--max-new-tokens", "2", "--prefill-chunk", "-3", "--logits-out", "{out}"}},
         BadGenerate{"UnknownFlag", {"--model", "{model}", "--ids", "5,17", "--max-new-tokens", "2", "--bogus", "1", "--logits-out", "{out}"}}),
     [](const ::testing::TestParamInfo<BadGenerate>& info) { return info.param.name; });

@@ -18,10 +18,11 @@ class ConfigReader {
 
   bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
 
-  int64_t positive_int(const char* key) const {
+  int64_t positive_int(const char* key, int64_t max = kMaxConfigSize) const {
     const json& v = at(key);
     if (!v.is_number_integer() || v.get<int64_t>() <= 0)
       bad(key, "must be a positive integer, got " + v.dump());
+    if (v.get<int64_t>() > max) bad(key, "is " + v.dump() + ", more than the supported " + std::to_string(max));
     return v.get<int64_t>();
   }
 
@@ -139,7 +140,7 @@ ModelConfig parse_config(const json& top, const std::string& origin) {
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
   c.intermediate_size = r.positive_int("intermediate_size");
-  c.num_hidden_layers = r.positive_int("num_hidden_layers");
+  c.num_hidden_layers = r.positive_int("num_hidden_layers", kMaxConfigLayers);
   c.rms_norm_eps = r.has("rms_norm_eps") ? r.number("rms_norm_eps") : 1e-6;
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) r.bad("rms_norm_eps", "must be in (0, 1)");
   c.max_position_embeddings = r.positive_int("max_position_embeddings");

@@ -14,6 +14,13 @@ namespace deltagen {
 
 enum class LayerKind { Linear, Full };  // Gated DeltaNet / gated full attention
 
+// Upper bounds parse_config enforces, far above any real model. They keep
+// every size derived from a config inside int64 (a product of two sizes is
+// below 2^48) and bound what is sized or looped over by the layer count, so a
+// hostile config.json is refused before anything is allocated from it.
+inline constexpr int64_t kMaxConfigSize = int64_t(1) << 24;  // any width, count or length
+inline constexpr int64_t kMaxConfigLayers = 4096;
+
 struct ModelConfig {
   std::string model_type;     // top-level: "qwen3_5" or "qwen3_5_text"
   std::string architecture;   // architectures[0], may be empty

@@ -136,14 +136,14 @@ std::vector<std::string> GraphBuilder::node(const std::string& op_type, const st
   return outs;
 }
 
-const std::string& GraphBuilder::initializer(Initializer init) {
+std::string GraphBuilder::initializer(Initializer init) {
   claim_tensor_name(init.name);
   initializers_.push_back(std::move(init));
   return initializers_.back().name;
 }
 
-const std::string& GraphBuilder::initializer_f32(const std::string& name, const std::vector<int64_t>& dims,
-                                                 std::vector<float> values) {
+std::string GraphBuilder::initializer_f32(const std::string& name, const std::vector<int64_t>& dims,
+                                          std::vector<float> values) {
   if (int64_t(values.size()) != numel_of(dims))
     throw std::logic_error("graph: initializer '" + name + "' has the wrong number of values");
   Initializer init;

@@ -96,11 +96,11 @@ class GraphBuilder {
     return node(op_type, name, inputs, attrs, domain).front();
   }
 
-  // Adds a weight; returns its name (the tensor name nodes refer to).
-  const std::string& initializer(Initializer init);
+  // Adds a weight; returns its name (the tensor name nodes refer to). A
+  // copy, not a reference: the weight list grows with every call.
+  std::string initializer(Initializer init);
   // A small fp32 weight computed at build time.
-  const std::string& initializer_f32(const std::string& name, const std::vector<int64_t>& dims,
-                                     std::vector<float> values);
+  std::string initializer_f32(const std::string& name, const std::vector<int64_t>& dims, std::vector<float> values);
 
   // Deduplicated Constant nodes ("/model/constants/INT64/1D/0,0,4,16"):
   // asking twice for the same value returns the same tensor.

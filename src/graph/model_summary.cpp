@@ -59,11 +59,21 @@ int64_t parse_count(const std::string& text, const std::string& what, const fs::
   }
 }
 
-int64_t inline_tensor_bytes(const onnx::TensorProto& t) {
+// total += n, refusing sums that do not fit (the numbers come from the file).
+void add_bytes(int64_t& total, int64_t n, const fs::path& file) {
+  if (__builtin_add_overflow(total, n, &total)) fail(file.string(), "initializer byte counts overflow 64 bits");
+}
+
+int64_t inline_tensor_bytes(const onnx::TensorProto& t, const fs::path& file) {
   if (t.has_raw_data()) return int64_t(t.raw_data().size());
-  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+  // Typed fields: dims x element size. The dims are the file's word, so the
+  // product is checked (and kept below 2^56, room for 8-byte elements).
+  int64_t numel = 1;
+  for (int64_t d : t.dims())
+    if (d < 0 || __builtin_mul_overflow(numel, d, &numel) || numel > (int64_t(1) << 56))
+      fail(file.string(), "initializer '" + t.name() + "' has impossible dimensions");
   try {
-    return tensor_nbytes(DataType(t.data_type()), numel_of(dims));
+    return tensor_nbytes(DataType(t.data_type()), numel);
   } catch (const std::exception&) {
     return 0;  // string tensors etc.: not weights
   }
@@ -75,16 +85,18 @@ void account_initializers(const onnx::GraphProto& g, const fs::path& model_file,
   for (const auto& t : g.initializer()) {
     ++s.initializer_count;
     if (t.data_location() != onnx::TensorProto_DataLocation_EXTERNAL) {
-      s.inline_bytes += inline_tensor_bytes(t);
+      add_bytes(s.inline_bytes, inline_tensor_bytes(t, model_file), model_file);
       continue;
     }
     std::string location = external_value(t, "location");
     if (location.empty()) fail(model_file.string(), "initializer '" + t.name() + "' has no external-data location");
     int64_t offset = parse_count(external_value(t, "offset"), "offset", model_file);
     int64_t length = parse_count(external_value(t, "length"), "length", model_file);
-    s.external_bytes += length;
+    add_bytes(s.external_bytes, length, model_file);
+    int64_t range_end = offset;
+    add_bytes(range_end, length, model_file);
     int64_t& end = needed[location];
-    end = std::max(end, offset + length);
+    end = std::max(end, range_end);
   }
   for (const auto& [location, end] : needed) {
     fs::path data = model_file.parent_path() / location;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/onnx_writer.h"
+#include "models/precision_plan.h"
 #include "models/qwen35.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -22,7 +23,7 @@ namespace {
 constexpr const char* kModelFile = "model.onnx";
 
 // onnxruntime-genai's genai_config.json (model + search sections) for the text-only model.
-nlohmann::json genai_config(const ModelConfig& cfg, int64_t context_length) {
+nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, int64_t context_length) {
   using nlohmann::json;
   json model = {
       {"context_length", context_length},
@@ -37,13 +38,13 @@ nlohmann::json genai_config(const ModelConfig& cfg, int64_t context_length) {
         {"num_hidden_layers", cfg.num_hidden_layers},
         {"num_key_value_heads", cfg.num_key_value_heads},
         {"inputs",
-         {{"input_ids", io::kInputIds},
+         {{opts.exclude_embeds ? "inputs_embeds" : "input_ids", opts.exclude_embeds ? io::kInputsEmbeds : io::kInputIds},
           {"attention_mask", io::kAttentionMask},
           {"position_ids", io::kPositionIds},
           {"past_key_names", "past_key_values.%d.key"},
           {"past_value_names", "past_key_values.%d.value"}}},
         {"outputs",
-         {{"logits", io::kLogits},
+         {{opts.exclude_lm_head ? "hidden_states" : "logits", opts.exclude_lm_head ? io::kHiddenStates : io::kLogits},
           {"present_key_names", "present.%d.key"},
           {"present_value_names", "present.%d.value"}}}}},
   };
@@ -74,7 +75,7 @@ std::function<void(int64_t, int64_t)> progress_printer(bool enabled) {
     int percent = total > 0 ? int(done * 100 / total) : 100;
     if (percent == *last) return;
     *last = percent;
-    std::fprintf(stderr, "\rwriting weights: %3d%% (%.2f / %.2f GB)", percent, double(done) / 1e9,
+    std::fprintf(stderr, "\rconverting and writing weights: %3d%% (%.2f / %.2f GB)", percent, double(done) / 1e9,
                  double(total) / 1e9);
     if (done >= total) std::fputc('\n', stderr);
     std::fflush(stderr);
@@ -91,26 +92,48 @@ void copy_tokenizer_files(const Checkpoint& ckpt, const fs::path& dir) {
 
 }  // namespace
 
-void validate_build_options(const BuildOptions& opts) {
-  if (opts.precision != "fp32") {
-    const bool planned = opts.precision == "fp16" || opts.precision == "bf16" || opts.precision == "int4" ||
-                         opts.precision == "int8";
-    fail("--precision", (planned ? "'" + opts.precision + "' is not supported yet"
-                                 : "unknown precision '" + opts.precision + "'") +
-                            " (supported: fp32)");
+BuildOptions normalized_build_options(BuildOptions opts) {
+  if (opts.exact_l2norm_eps) {
+    if (opts.l2norm != "lpnorm" && opts.l2norm != "lpnorm-eps")
+      fail("--exact-l2norm-eps", "contradicts --l2norm " + opts.l2norm);
+    opts.l2norm = "lpnorm-eps";
+    opts.exact_l2norm_eps = false;
   }
-  if (opts.context_length < 0)
-    fail("--context-length", "must be positive, got " + std::to_string(opts.context_length));
-  if (opts.external_data_threshold < 0) fail("build", "external_data_threshold must not be negative");
+  validate_build_options(opts);
+  return opts;
 }
 
-BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& opts, const fs::path& out_dir) {
-  validate_build_options(opts);
+// The longest context a build accepts: the rotary cos/sin tables hold
+// rotary_dim floats per position. 4x Qwen3.5's native 262,144 positions.
+constexpr int64_t kMaxContextLength = int64_t(1) << 20;
+
+void validate_build_options(const BuildOptions& opts) {
+  plan_precision(opts);
+  if (opts.exact_l2norm_eps && opts.l2norm == "decomposed") fail("--exact-l2norm-eps", "contradicts --l2norm decomposed");
+  if (opts.l2norm != "lpnorm" && opts.l2norm != "lpnorm-eps" && opts.l2norm != "decomposed")
+    fail("--l2norm", "unknown form '" + opts.l2norm + "' (expected lpnorm, lpnorm-eps or decomposed)");
+  if (opts.prune_lm_head && opts.exclude_lm_head)
+    fail("--prune-lm-head", "has no lm_head to prune with --exclude-lm-head");
+  if (opts.context_length < 0)
+    fail("--context-length", "must be positive, got " + std::to_string(opts.context_length));
+  if (opts.context_length > kMaxContextLength)
+    fail("--context-length", std::to_string(opts.context_length) + " is more than the supported " +
+                                 std::to_string(kMaxContextLength));
+  if (opts.external_data_threshold < 0) fail("build", "external_data_threshold must not be negative");
+  if (opts.threads < 0) fail("--threads", "must not be negative, got " + std::to_string(opts.threads));
+}
+
+BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, const fs::path& out_dir) {
+  const BuildOptions opts = normalized_build_options(requested);
   const ModelConfig& cfg = ckpt.config();
   BuildReport report;
   report.context_length = opts.context_length > 0 ? opts.context_length : cfg.max_position_embeddings;
   if (report.context_length <= 0)
     fail(ckpt.dir().string(), "config has no max_position_embeddings; pass --context-length");
+  if (report.context_length > kMaxContextLength)
+    fail(ckpt.dir().string(), "config.json's max_position_embeddings " + std::to_string(report.context_length) +
+                                  " is more than the supported context " + std::to_string(kMaxContextLength) +
+                                  "; pass a shorter --context-length");
 
   graph::GraphBuilder builder("main_graph");
   build_qwen35_graph(ckpt, opts, report.context_length, builder);
@@ -126,7 +149,7 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& opts, const 
   report.weight_bytes = written.weight_bytes;
   report.external_data = written.external;
 
-  write_file_atomic(dir.path() / "genai_config.json", genai_config(cfg, report.context_length).dump(4) + "\n");
+  write_file_atomic(dir.path() / "genai_config.json", genai_config(cfg, opts, report.context_length).dump(4) + "\n");
   copy_tokenizer_files(ckpt, dir.path());
   dir.commit();
   return report;

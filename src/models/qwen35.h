@@ -6,7 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "graph/graph_builder.h"
-#include "models/build.h"
+#include "models/build_options.h"
 
 namespace deltagen {
 
@@ -14,9 +14,11 @@ namespace deltagen {
 // layers; conv/recurrent state only for linear-attention layers.
 namespace io {
 inline const std::string kInputIds = "input_ids";
+inline const std::string kInputsEmbeds = "inputs_embeds";  // instead of input_ids with --exclude-embeds
 inline const std::string kAttentionMask = "attention_mask";
 inline const std::string kPositionIds = "position_ids";
 inline const std::string kLogits = "logits";
+inline const std::string kHiddenStates = "hidden_states";  // instead of logits with --exclude-lm-head
 inline std::string past_key(int64_t n) { return "past_key_values." + std::to_string(n) + ".key"; }
 inline std::string past_value(int64_t n) { return "past_key_values." + std::to_string(n) + ".value"; }
 inline std::string past_conv_state(int64_t n) { return "past_key_values." + std::to_string(n) + ".conv_state"; }

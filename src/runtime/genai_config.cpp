@@ -54,6 +54,12 @@ GenaiConfig load_genai_config(const std::filesystem::path& path) {
   if (auto d = model.find("decoder"); d != model.end() && d->is_object()) {
     if (auto f = d->find("filename"); f != d->end()) {
       if (!f->is_string() || f->get<std::string>().empty()) fail(origin, "'decoder.filename' is not a file name");
+      // The model must come from the model folder: a downloaded config must
+      // not point the runtime at any other file on the machine.
+      const std::filesystem::path name(f->get<std::string>());
+      bool inside = name.is_relative();
+      for (const auto& part : name) inside = inside && part != "..";
+      if (!inside) fail(origin, "'decoder.filename' " + name.string() + " leads outside the model folder");
       cfg.model_filename = f->get<std::string>();
     }
   }

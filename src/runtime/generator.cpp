@@ -1,117 +1,209 @@
 #include "runtime/generator.h"
 
 #include <algorithm>
-#include <chrono>
+#include <cstring>
 
+#include "runtime/generation.h"
 #include "runtime/tensor.h"
 #include "util/error.h"
+#include "util/half.h"
 
 namespace deltagen {
+
+int64_t default_max_length(const Model& model) {
+  const int64_t context = model.config().context_length;
+  return context > 0 ? std::min(context, kDefaultMaxLength) : kDefaultMaxLength;
+}
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+int64_t checked_max_length(const Model& model, int64_t requested) {
+  if (requested < 0) fail("runtime", "the maximum length must not be negative");
+  if (requested == 0) return default_max_length(model);
+  const int64_t context = model.config().context_length;
+  if (context > 0 && requested > context)
+    fail("runtime", "maximum length " + std::to_string(requested) + " exceeds the model's context length " +
+                        std::to_string(context));
+  return requested;
 }
 
-bool is_eos(const Model& model, int64_t token) {
-  const auto& eos = model.config().eos_token_ids;
-  return std::find(eos.begin(), eos.end(), token) != eos.end();
+int64_t checked_vocab(const Model& model) {
+  if (model.vocab_size() <= 0) fail("model", "the vocabulary size is unknown (no static logits dimension, none in genai_config.json)");
+  return model.vocab_size();
 }
 
-void append_row(GenerateResult& result, const float* row) {
-  result.logits.insert(result.logits.end(), row, row + result.vocab);
-  ++result.logits_rows;
+// The graph tells GQA each row's length only through the attention mask.
+void require_attention_mask(const ModelIo& io) {
+  if (!io.full_attention_layers().empty() && !io.has_attention_mask)
+    fail("model", "has full-attention layers but no attention_mask input");
+}
+
+template <class T>
+void ensure_size(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
 }
 
 }  // namespace
 
-Generator::Generator(Model& model, int64_t batch)
+Generator::Generator(Model& model, int64_t batch, int64_t max_length)
     : model_(model),
-      state_(model.io(), batch),
+      vocab_(checked_vocab(model)),
+      state_(model.io(), batch, checked_max_length(model, max_length)),
       cpu_(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)),
-      binding_(model.session()) {}
-
-Ort::Value Generator::view_tensor(std::vector<int64_t>& buffer, const std::vector<int64_t>& shape) {
-  return Ort::Value::CreateTensor<int64_t>(cpu_, buffer.data(), buffer.size(), shape.data(), shape.size());
+      batch_binding_(model.session()) {
+  require_attention_mask(model.io());
+  state_.bind_all(batch_binding_);
+  if (batch > 1) {
+    for (int64_t row = 0; row < batch; ++row) {
+      row_bindings_.emplace_back(model.session());
+      state_.bind_row(row_bindings_.back(), row);
+    }
+  }
+  // Everything a decode step touches, at its final size.
+  ids_.resize(size_t(batch));
+  positions_.resize(size_t(batch));
+  mask_.resize(size_t(batch * state_.kv_capacity()));
+  logits_raw_.resize(size_t(batch * vocab_) * float_element_size(model.io().logits_dtype));
+  if (model.io().logits_dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) logits_f32_.resize(size_t(batch * vocab_));
 }
 
-void Generator::bind_inputs(std::span<const int64_t> ids, int64_t seq, std::vector<Ort::Value>& keep_alive) {
-  const int64_t batch = state_.batch();
-  const int64_t past = state_.past_length();
+Ort::Value Generator::view(std::vector<int64_t>& buffer, const std::vector<int64_t>& shape) {
+  size_t count = 1;
+  for (int64_t d : shape) count *= size_t(d);
+  return Ort::Value::CreateTensor<int64_t>(cpu_, buffer.data(), count, shape.data(), shape.size());
+}
+
+Ort::Value Generator::logits_view(int64_t batch, int64_t rows) {
+  const ONNXTensorElementDataType dtype = model_.io().logits_dtype;
+  const size_t bytes = size_t(batch * rows * vocab_) * float_element_size(dtype);
+  ensure_size(logits_raw_, bytes);
+  const std::vector<int64_t> shape = {batch, rows, vocab_};
+  return Ort::Value::CreateTensor(cpu_, logits_raw_.data(), bytes, shape.data(), shape.size(), dtype);
+}
+
+void Generator::bind_inputs(Ort::IoBinding& binding, int64_t batch, int64_t seq, int64_t width) {
   const ModelIo& io = model_.io();
+  binding.BindInput("input_ids", view(ids_, {batch, seq}));
+  if (io.has_attention_mask) binding.BindInput("attention_mask", view(mask_, {batch, width}));
+  if (io.has_position_ids) binding.BindInput("position_ids", view(positions_, {batch, seq}));
+}
 
-  ids_.assign(ids.begin(), ids.end());
-  keep_alive.push_back(view_tensor(ids_, {batch, seq}));
-  binding_.BindInput("input_ids", keep_alive.back());
-
-  if (io.has_attention_mask) {
-    // No padding: every past and new position is attended to. The graph
-    // derives GQA's seqlens_k and total_sequence_length from this mask.
-    mask_.assign(size_t(batch * (past + seq)), 1);
-    keep_alive.push_back(view_tensor(mask_, {batch, past + seq}));
-    binding_.BindInput("attention_mask", keep_alive.back());
+LogitsView Generator::run(Ort::IoBinding& binding, int64_t batch, int64_t rows, bool last_row_only) {
+  if (model_.io().logits_last_position_only) {
+    if (!last_row_only && rows > 1)
+      fail("generate", "this model computes the logits of the last position only (built with a pruned lm_head), "
+                       "so the prompt's logits are not available");
+    rows = 1;
   }
-  if (io.has_position_ids) {
-    positions_.resize(size_t(batch * seq));
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t s = 0; s < seq; ++s) positions_[size_t(b * seq + s)] = past + s;
-    keep_alive.push_back(view_tensor(positions_, {batch, seq}));
-    binding_.BindInput("position_ids", keep_alive.back());
+  binding.BindOutput("logits", logits_view(batch, rows));
+  try {
+    model_.session().Run(run_options_, binding);
+  } catch (const Ort::Exception& e) {
+    fail("model run", ort_error_line(e));
+  }
+  // Only batch-1 runs have several rows, so "the last row" is one contiguous row.
+  const int64_t first_row = last_row_only ? rows - 1 : 0;
+  const int64_t out_rows = rows - first_row;
+  const size_t begin = size_t(first_row * vocab_), count = size_t(batch * out_rows * vocab_);
+  switch (model_.io().logits_dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+      return {reinterpret_cast<const float*>(logits_raw_.data()) + begin, batch, out_rows, vocab_};
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: {
+      ensure_size(logits_f32_, count);
+      const bool f16 = model_.io().logits_dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+      const auto* half = reinterpret_cast<const uint16_t*>(logits_raw_.data()) + begin;
+      for (size_t i = 0; i < count; ++i) logits_f32_[i] = f16 ? f16_to_f32(half[i]) : bf16_to_f32(half[i]);
+      return {logits_f32_.data(), batch, out_rows, vocab_};
+    }
+    default:
+      fail("model output logits", "unsupported element type " + element_type_name(model_.io().logits_dtype));
   }
 }
 
-Logits Generator::read_logits(const Ort::Value& value, bool all_positions) const {
-  const std::vector<int64_t> shape = tensor_shape(value);
-  if (shape.size() != 3 || shape[0] != state_.batch())
-    fail("model output logits", "unexpected shape");
-  Logits logits;
-  logits.batch = shape[0];
-  logits.vocab = shape[2];
-  const int64_t seq = shape[1];
-  if (all_positions) {
-    logits.rows = seq;
-    logits.data = tensor_to_f32(value);
-    return logits;
+LogitsView Generator::run_row(int64_t row, std::span<const int64_t> ids, bool all_positions) {
+  if (row < 0 || row >= batch()) fail("runtime", "row " + std::to_string(row) + " is outside the batch");
+  if (ids.empty()) fail("runtime", "nothing to run");
+  state_.unpark(row);
+  const int64_t past = state_.length(row), seq = int64_t(ids.size());
+  if (past + seq > max_length())
+    fail("runtime", std::to_string(past) + " + " + std::to_string(seq) + " tokens exceed the maximum length " +
+                        std::to_string(max_length()));
+
+  ensure_size(ids_, size_t(seq));
+  ensure_size(positions_, size_t(seq));
+  std::copy(ids.begin(), ids.end(), ids_.begin());
+  for (int64_t s = 0; s < seq; ++s) positions_[size_t(s)] = past + s;
+  std::fill(mask_.begin(), mask_.begin() + (past + seq), 1);
+
+  Ort::IoBinding& binding = batch() == 1 ? batch_binding_ : row_bindings_[size_t(row)];
+  bind_inputs(binding, 1, seq, past + seq);
+  LogitsView logits;
+  try {
+    logits = run(binding, 1, seq, !all_positions);
+  } catch (const Error&) {
+    state_.reset_row(row);  // the graph may have written part of the state in place
+    throw;
   }
-  logits.rows = 1;
-  for (int64_t b = 0; b < logits.batch; ++b) {
-    auto row = tensor_to_f32(value, size_t((b * seq + seq - 1) * logits.vocab), size_t(logits.vocab));
-    logits.data.insert(logits.data.end(), row.begin(), row.end());
+  state_.append(row, ids);
+  return logits;
+}
+
+LogitsView Generator::step(std::span<const int64_t> tokens) {
+  const int64_t batch = this->batch();
+  if (int64_t(tokens.size()) != batch) fail("runtime", "a decode step needs one token per row");
+  int64_t width = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t length = state_.length(b);
+    if (!state_.parked(b) && length >= max_length())
+      fail("runtime", "row " + std::to_string(b) + " is full (maximum length " + std::to_string(max_length()) + ")");
+    width = std::max(width, length + 1);
   }
+  // Row b attends to its own length + 1 entries; the rest of its mask row is padding.
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t length = state_.length(b);
+    ids_[size_t(b)] = state_.parked(b) ? 0 : tokens[size_t(b)];
+    positions_[size_t(b)] = length;
+    int64_t* mask_row = mask_.data() + b * width;
+    std::fill(mask_row, mask_row + length + 1, 1);
+    std::fill(mask_row + length + 1, mask_row + width, 0);
+  }
+  bind_inputs(batch_binding_, batch, 1, width);
+  LogitsView logits;
+  try {
+    logits = run(batch_binding_, batch, 1, false);
+  } catch (const Error&) {
+    state_.reset();
+    throw;
+  }
+  for (int64_t b = 0; b < batch; ++b)
+    if (!state_.parked(b)) state_.append(b, tokens.subspan(size_t(b), 1));
   return logits;
 }
 
 Logits Generator::forward(std::span<const int64_t> ids, bool all_positions) {
-  const int64_t batch = state_.batch();
+  const int64_t batch = this->batch();
   if (ids.empty() || int64_t(ids.size()) % batch != 0)
     fail("runtime", "forward() needs the same positive number of tokens for every batch row");
   const int64_t seq = int64_t(ids.size()) / batch;
-
-  binding_.ClearBoundInputs();
-  binding_.ClearBoundOutputs();
-  std::vector<Ort::Value> inputs;
-  inputs.reserve(3);
-  bind_inputs(ids, seq, inputs);
-  binding_.BindOutput("logits", cpu_);  // first output; the state's presents follow in order
-  state_.bind(binding_, cpu_);
-
-  std::vector<Ort::Value> outputs;
-  try {
-    model_.session().Run(run_options_, binding_);
-    outputs = binding_.GetOutputValues();
-  } catch (const Ort::Exception& e) {
-    fail("model run", ort_error_line(e));
+  Logits out;
+  out.batch = batch;
+  out.vocab = vocab_;
+  if (seq == 1 && batch > 1) {
+    LogitsView v = step(ids);
+    out.rows = 1;
+    out.data.assign(v.data, v.data + batch * vocab_);
+    return out;
   }
-  // Drop the binding's references to the old state before it is replaced.
-  binding_.ClearBoundInputs();
-  binding_.ClearBoundOutputs();
-
-  Logits logits = read_logits(outputs[0], all_positions);
-  state_.advance(outputs.begin() + 1, seq);
-  return logits;
+  out.rows = all_positions ? seq : 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    LogitsView v = run_row(b, ids.subspan(size_t(b * seq), size_t(seq)), all_positions);
+    out.data.insert(out.data.end(), v.data, v.data + v.rows * vocab_);
+  }
+  return out;
 }
+
+// ---- the one-sequence greedy loop ----------------------------------------------------
 
 double GenerateResult::prompt_tokens_per_second() const {
   return prefill_seconds > 0 ? double(prompt_tokens) / prefill_seconds : 0.0;
@@ -121,68 +213,42 @@ double GenerateResult::generation_tokens_per_second() const {
   return decode_seconds > 0 ? double(decode_steps) / decode_seconds : 0.0;
 }
 
-int64_t argmax(const float* row, int64_t n) {
-  return int64_t(std::max_element(row, row + n) - row);
-}
-
 void check_request(const Model& model, std::span<const int64_t> prompt, int64_t max_new_tokens) {
   if (prompt.empty()) fail("generate", "the prompt is empty");
   if (max_new_tokens < 0) fail("generate", "the number of new tokens is negative");
-  const int64_t vocab = model.vocab_size();
-  for (int64_t id : prompt) {
-    if (id < 0 || (vocab > 0 && id >= vocab))
-      fail("generate", "token id " + std::to_string(id) + " is outside the vocabulary (size " +
-                           std::to_string(vocab) + ")");
-  }
+  check_token_ids(model, prompt);
   const int64_t context = model.config().context_length;
-  const int64_t total = int64_t(prompt.size()) + max_new_tokens;
-  if (context > 0 && total > context)
+  // Compared without adding, so that a huge max_new_tokens cannot wrap around.
+  if (context > 0 && (int64_t(prompt.size()) > context || max_new_tokens > context - int64_t(prompt.size())))
     fail("generate", "prompt (" + std::to_string(prompt.size()) + ") + new tokens (" +
                          std::to_string(max_new_tokens) + ") exceed the context length " + std::to_string(context));
 }
 
 GenerateResult generate_greedy(Generator& generator, std::span<const int64_t> prompt, const GenerateOptions& options) {
-  if (generator.state().batch() != 1) fail("generate", "greedy generation supports batch size 1 only");
+  if (generator.batch() != 1) fail("generate", "greedy generation supports batch size 1 only");
   if (options.prefill_chunk < 0) fail("generate", "the prefill chunk size is negative");
   check_request(generator.model(), prompt, options.max_new_tokens);
 
-  GenerateResult result;
-  result.prompt_tokens = int64_t(prompt.size());
+  GenerationOptions o;
+  o.max_new_tokens = options.max_new_tokens;
+  o.prefill_chunk = options.prefill_chunk;
+  o.collect_logits = options.collect_logits;
+  o.stop_at_eos = options.stop_at_eos;
+  const std::vector<std::vector<int64_t>> feeds = {std::vector<int64_t>(prompt.begin(), prompt.end())};
+  GenerationResult r = generate_rows(generator, feeds, o, nullptr, {}).at(0);
 
-  // Prefill: the whole prompt, or chunks that carry the state between runs.
-  const size_t chunk = options.prefill_chunk > 0 ? size_t(options.prefill_chunk) : prompt.size();
-  Logits last;
-  auto prefill_start = Clock::now();
-  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
-    auto piece = prompt.subspan(begin, std::min(chunk, prompt.size() - begin));
-    last = generator.forward(piece, options.collect_logits);
-    ++result.prefill_runs;
-    result.vocab = last.vocab;
-    if (options.collect_logits)
-      for (int64_t r = 0; r < last.rows; ++r) append_row(result, last.row(0, r));
-  }
-  result.prefill_seconds = seconds_since(prefill_start);
-
-  // Decode: each new token comes from the previous run's last row; the last
-  // new token is never fed back.
-  const float* next_row = last.row(0, last.rows - 1);
-  while (int64_t(result.generated_ids.size()) < options.max_new_tokens) {
-    const int64_t token = argmax(next_row, last.vocab);
-    result.generated_ids.push_back(token);
-    if (options.stop_at_eos && is_eos(generator.model(), token)) {
-      result.stopped_at_eos = true;
-      break;
-    }
-    if (int64_t(result.generated_ids.size()) == options.max_new_tokens) break;
-
-    auto step_start = Clock::now();
-    last = generator.forward(std::span<const int64_t>(&result.generated_ids.back(), 1), false);
-    result.decode_seconds += seconds_since(step_start);
-    ++result.decode_steps;
-    next_row = last.row(0, 0);
-    if (options.collect_logits) append_row(result, next_row);
-  }
-  return result;
+  GenerateResult out;
+  out.generated_ids = std::move(r.generated_ids);
+  out.logits = std::move(r.logits);
+  out.logits_rows = r.logits_rows;
+  out.vocab = generator.vocab();
+  out.prompt_tokens = r.prompt_tokens;
+  out.prefill_runs = r.prefill_runs;
+  out.prefill_seconds = r.prefill_seconds;
+  out.decode_steps = r.decode_steps;
+  out.decode_seconds = r.decode_seconds;
+  out.stopped_at_eos = r.stop_reason == StopReason::Eos;
+  return out;
 }
 
 }  // namespace deltagen

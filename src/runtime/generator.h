@@ -1,5 +1,17 @@
-// The generation loop: prefill (in one run or in chunks that carry the
-// state) and greedy decode, one token per run.
+// Running the model over a batch of sequences with a preallocated, in-place
+// hybrid state (runtime/state.h).
+//
+// Batching: GroupQueryAttention on the CPU accepts S > 1 with past context
+// only for batch 1, and left padding would push pad tokens through the
+// linear-attention recurrence. So prompts are run one row at a time
+// (run_row: batch-1 views of that row's memory, any length, any number of
+// chunks) and decoding runs every row at once, one token each (step): rows of
+// different lengths need no padding because GQA reads each row's own length
+// from seqlens_k (= its attention-mask sum - 1).
+//
+// In the decode loop nothing is allocated: the inputs, the logits and the
+// state live in buffers sized once; a step only writes the new ids, mask and
+// positions and wraps them in tensor views.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -12,7 +24,16 @@
 
 namespace deltagen {
 
-// Logits of some positions of one run, as fp32: data is [batch, rows, vocab].
+// Logits of one run as fp32, [batch, rows, vocab], in a buffer the Generator
+// owns: valid until its next run.
+struct LogitsView {
+  const float* data = nullptr;
+  int64_t batch = 0, rows = 0, vocab = 0;
+
+  const float* row(int64_t b, int64_t r) const { return data + (b * rows + r) * vocab; }
+};
+
+// An owned copy of a LogitsView.
 struct Logits {
   int64_t batch = 0, rows = 0, vocab = 0;
   std::vector<float> data;
@@ -20,34 +41,61 @@ struct Logits {
   const float* row(int64_t b, int64_t r) const { return data.data() + (b * rows + r) * vocab; }
 };
 
-// Runs the model step by step over one batch of sequences, carrying the
-// hybrid state between runs. Not thread-safe; one Generator per sequence batch.
+// The longest sequence a Generator serves unless told otherwise: the model's
+// context length, capped so that the KV cache of a 256k-context model is not
+// allocated in full by default.
+constexpr int64_t kDefaultMaxLength = 4096;
+int64_t default_max_length(const Model& model);
+
 class Generator {
  public:
-  explicit Generator(Model& model, int64_t batch = 1);
+  // max_length: tokens per row the state holds (0 = default_max_length);
+  // at most the model's context length.
+  explicit Generator(Model& model, int64_t batch = 1, int64_t max_length = 0);
 
-  // Feeds ids [batch, seq] (row-major; seq = ids.size() / batch) at the
-  // current position and advances the state by seq tokens. Returns the logits
-  // of every fed position, or of the last position only.
+  // Runs `ids` through row `row` alone and appends them to it. Returns the
+  // logits of every fed position [1, ids, vocab] or of the last one [1, 1, vocab].
+  LogitsView run_row(int64_t row, std::span<const int64_t> ids, bool all_positions);
+
+  // One decode step for the whole batch: tokens[b] is appended to row b,
+  // except for parked rows (HybridState::park), which are fed a dummy token
+  // that changes nothing they keep. Returns [batch, 1, vocab].
+  LogitsView step(std::span<const int64_t> tokens);
+
+  // ids [batch, seq] row-major, the same count for every row: a decode step
+  // when seq == 1 (and batch > 1), else every row through run_row.
   Logits forward(std::span<const int64_t> ids, bool all_positions);
 
   void reset() { state_.reset(); }
   const HybridState& state() const { return state_; }
+  HybridState& state() { return state_; }
   Model& model() { return model_; }
+  const Model& model() const { return model_; }
+  int64_t batch() const { return state_.batch(); }
+  int64_t max_length() const { return state_.max_length(); }
+  int64_t vocab() const { return vocab_; }
 
  private:
-  // An int64 tensor viewing `buffer` (kept alive by this object until the next run).
-  Ort::Value view_tensor(std::vector<int64_t>& buffer, const std::vector<int64_t>& shape);
-  void bind_inputs(std::span<const int64_t> ids, int64_t seq, std::vector<Ort::Value>& keep_alive);
-  Logits read_logits(const Ort::Value& logits, bool all_positions) const;
+  // A tensor viewing the first count(shape) elements of `buffer`.
+  Ort::Value view(std::vector<int64_t>& buffer, const std::vector<int64_t>& shape);
+  Ort::Value logits_view(int64_t batch, int64_t rows);
+  void bind_inputs(Ort::IoBinding& binding, int64_t batch, int64_t seq, int64_t width);
+  LogitsView run(Ort::IoBinding& binding, int64_t batch, int64_t rows, bool last_row_only);
 
   Model& model_;
+  int64_t vocab_;
   HybridState state_;
   Ort::MemoryInfo cpu_;
-  Ort::IoBinding binding_;
   Ort::RunOptions run_options_;
-  std::vector<int64_t> ids_, mask_, positions_;  // backing buffers of the input tensors
+  Ort::IoBinding batch_binding_;             // the whole state, bound once
+  std::vector<Ort::IoBinding> row_bindings_;  // one row's state each (batch > 1 only), bound once
+  // Input and output buffers, sized for the largest run so far (a decode step never grows them).
+  std::vector<int64_t> ids_, mask_, positions_;
+  std::vector<std::byte> logits_raw_;  // the model's logits dtype
+  std::vector<float> logits_f32_;      // the rows handed out, when the model's logits are not fp32
 };
+
+// ---- the one-sequence greedy loop (kept for the golden and round-trip tests) ----
 
 struct GenerateOptions {
   int64_t max_new_tokens = 0;
@@ -66,22 +114,19 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   int64_t prefill_runs = 0;
   double prefill_seconds = 0;
-  int64_t decode_steps = 0;     // runs after the prefill (one per generated token but the last)
+  int64_t decode_steps = 0;
   double decode_seconds = 0;
   bool stopped_at_eos = false;
 
   double prompt_tokens_per_second() const;
-  double generation_tokens_per_second() const;  // decode steps per second; 0 without any
+  double generation_tokens_per_second() const;
 };
 
 // Throws Error unless the prompt is non-empty, every id is inside the
 // vocabulary and prompt + max_new_tokens fits the model's context length.
 void check_request(const Model& model, std::span<const int64_t> prompt, int64_t max_new_tokens);
 
-// Greedy decoding (argmax, first index on ties) for batch 1, from the
-// generator's current state (normally fresh).
+// Greedy decoding for batch 1 from the generator's current state.
 GenerateResult generate_greedy(Generator& generator, std::span<const int64_t> prompt, const GenerateOptions& options);
-
-int64_t argmax(const float* row, int64_t n);
 
 }  // namespace deltagen

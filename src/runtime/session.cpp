@@ -151,6 +151,7 @@ ModelIo describe_model_io(const Ort::Session& session) {
     if (decl.shape.size() != 3) fail("model output logits", "expected shape [batch, sequence, vocab]");
     io.logits_dtype = decl.dtype;
     io.logits_vocab = decl.shape[2] > 0 ? decl.shape[2] : 0;
+    io.logits_last_position_only = decl.shape[1] == 1;
     has_logits = true;
   }
   if (!has_logits) fail("model", "has no logits output");
@@ -197,6 +198,9 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   // One request at a time: all parallelism is inside the kernels.
   session_options.SetExecutionMode(ExecutionMode::ORT_SEQUENTIAL);
   session_options.SetInterOpNumThreads(1);
+  // ORT caches a memory pattern per set of input shapes; the attention mask
+  // grows by one column every step, so the cache would grow with every token.
+  session_options.DisableMemPattern();
   if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
 
   try {

@@ -42,6 +42,9 @@ struct ModelIo {
   bool has_position_ids = false;
   ONNXTensorElementDataType logits_dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   int64_t logits_vocab = 0;  // last dim of `logits`; 0 when symbolic
+  // logits are [B, 1, V] whatever the input length (a pruned lm_head): only
+  // the last position's row exists.
+  bool logits_last_position_only = false;
   std::vector<CacheSpec> caches;  // ordered by layer, then key/value/conv/recurrent
 
   std::vector<int64_t> full_attention_layers() const;  // layers with a KV cache

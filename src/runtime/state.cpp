@@ -1,73 +1,196 @@
 #include "runtime/state.h"
 
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
 #include "runtime/tensor.h"
 #include "util/error.h"
 
 namespace deltagen {
 namespace {
 
-// The shape of a state tensor before the first token: the batch filled in
-// and, for KV caches, a past length of zero.
-std::vector<int64_t> initial_shape(const CacheSpec& spec, int64_t batch) {
+bool is_kv(CacheKind kind) { return kind == CacheKind::Key || kind == CacheKind::Value; }
+
+// The shape of a buffer for `batch` rows; KV caches get `capacity` slots.
+std::vector<int64_t> buffer_shape(const CacheSpec& spec, int64_t batch, int64_t capacity) {
   std::vector<int64_t> shape = spec.shape;
   shape[0] = batch;
-  if (spec.kind == CacheKind::Key || spec.kind == CacheKind::Value) shape[2] = 0;
+  if (is_kv(spec.kind)) shape[2] = capacity;
   return shape;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) text += ',';
-    text += std::to_string(shape[i]);
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Bytes of every buffer together, or nullopt when the count overflows.
+std::optional<uint64_t> state_bytes(const ModelIo& io, int64_t batch, int64_t capacity) {
+  uint64_t total = 0;
+  for (const auto& spec : io.caches) {
+    uint64_t n = float_element_size(spec.dtype);
+    for (int64_t d : buffer_shape(spec, batch, capacity))
+      if (__builtin_mul_overflow(n, uint64_t(d), &n)) return std::nullopt;
+    if (__builtin_add_overflow(total, n, &total)) return std::nullopt;
   }
-  return text + "]";
+  return total;
+}
+
+std::string gib_text(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / double(1ull << 30));
+  return text;
 }
 
 }  // namespace
 
-HybridState::HybridState(const ModelIo& io, int64_t batch) : io_(io), batch_(batch) {
+HybridState::HybridState(const ModelIo& io, int64_t batch, int64_t max_length)
+    : io_(io), batch_(batch), max_length_(max_length) {
   if (batch < 1) fail("runtime", "batch size must be at least 1");
+  if (batch > kMaxBatch)
+    fail("runtime", "batch size " + std::to_string(batch) + " is more than " + std::to_string(kMaxBatch));
+  if (max_length < 1) fail("runtime", "the maximum length must be at least 1 token");
   for (const auto& spec : io_.caches)
     if (spec.shape[0] > 0 && spec.shape[0] != batch)
       fail("model input " + spec.input_name, "has a fixed batch of " + std::to_string(spec.shape[0]));
-  reset();
+
+  const std::optional<uint64_t> bytes = state_bytes(io, batch, kv_capacity());
+  const std::string sizes = "batch " + std::to_string(batch) + " x maximum length " + std::to_string(max_length);
+  if (!bytes) fail("runtime", "the state of " + sizes + " is too large to address");
+  try {
+    for (const auto& spec : io_.caches)
+      buffers_.push_back(zero_tensor(spec.dtype, buffer_shape(spec, batch, kv_capacity())));
+  } catch (const std::bad_alloc&) {
+    fail("runtime", "cannot allocate the state of " + sizes + " (" + gib_text(*bytes) + ")");
+  } catch (const Ort::Exception&) {
+    fail("runtime", "cannot allocate the state of " + sizes + " (" + gib_text(*bytes) + ")");
+  }
+  const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  row_views_.resize(size_t(batch));
+  for (int64_t row = 0; row < batch; ++row) {
+    for (size_t c = 0; c < io_.caches.size(); ++c) {
+      const std::vector<int64_t> shape = row_shape(c);
+      std::span<std::byte> bytes = row_bytes(c, row);
+      row_views_[size_t(row)].push_back(Ort::Value::CreateTensor(cpu, bytes.data(), bytes.size(), shape.data(),
+                                                                 shape.size(), io_.caches[c].dtype));
+    }
+  }
+  rows_.resize(size_t(batch));
+  for (Row& r : rows_) r.tokens.reserve(size_t(max_length));
+}
+
+void HybridState::check_row(int64_t row) const {
+  if (row < 0 || row >= batch_) fail("runtime", "row " + std::to_string(row) + " is outside the batch");
+}
+
+size_t HybridState::row_byte_count(size_t cache) const {
+  const CacheSpec& spec = io_.caches[cache];
+  return size_t(element_count(row_shape(cache))) * float_element_size(spec.dtype);
+}
+
+std::vector<int64_t> HybridState::row_shape(size_t cache) const {
+  return buffer_shape(io_.caches[cache], 1, kv_capacity());
+}
+
+std::span<std::byte> HybridState::row_bytes(size_t cache, int64_t row) {
+  check_row(row);
+  const size_t n = row_byte_count(cache);
+  auto* base = static_cast<std::byte*>(buffers_[cache].GetTensorMutableRawData());
+  return {base + size_t(row) * n, n};
+}
+
+std::span<const std::byte> HybridState::row_bytes(size_t cache, int64_t row) const {
+  check_row(row);
+  const size_t n = row_byte_count(cache);
+  const auto* base = static_cast<const std::byte*>(buffers_[cache].GetTensorRawData());
+  return {base + size_t(row) * n, n};
 }
 
 void HybridState::reset() {
-  values_.clear();
-  for (const auto& spec : io_.caches) values_.push_back(zero_tensor(spec.dtype, initial_shape(spec, batch_)));
-  past_length_ = 0;
+  for (int64_t row = 0; row < batch_; ++row) reset_row(row);
 }
 
-void HybridState::bind(Ort::IoBinding& binding, const Ort::MemoryInfo& cpu) const {
-  for (size_t i = 0; i < values_.size(); ++i) {
-    binding.BindInput(io_.caches[i].input_name.c_str(), values_[i]);
-    binding.BindOutput(io_.caches[i].output_name.c_str(), cpu);
+// A fresh sequence starts from zero linear states. Its KV slices need no
+// clearing: only the first length(row) entries of a row are ever read, and
+// zeroing a long cache on every reset or restore would cost more than the run.
+void HybridState::reset_row(int64_t row) {
+  check_row(row);
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    if (is_kv(io_.caches[c].kind)) continue;
+    std::span<std::byte> bytes = row_bytes(c, row);
+    std::memset(bytes.data(), 0, bytes.size());
+  }
+  Row& r = rows_[size_t(row)];
+  r.tokens.clear();
+  r.parked = false;
+}
+
+void HybridState::bind_all(Ort::IoBinding& binding) const {
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    binding.BindInput(io_.caches[c].input_name.c_str(), buffers_[c]);
+    binding.BindOutput(io_.caches[c].output_name.c_str(), buffers_[c]);
   }
 }
 
-void HybridState::advance(std::vector<Ort::Value>::iterator presents, int64_t new_tokens) {
-  const int64_t total = past_length_ + new_tokens;
-  // Check before taking anything, so that a bad output leaves the state as it was.
-  for (size_t i = 0; i < values_.size(); ++i) check_present(io_.caches[i], presents[i], total);
-  for (auto& value : values_) value = std::move(*presents++);
-  past_length_ = total;
+void HybridState::bind_row(Ort::IoBinding& binding, int64_t row) const {
+  check_row(row);
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    const Ort::Value& view = row_views_[size_t(row)][c];
+    binding.BindInput(io_.caches[c].input_name.c_str(), view);
+    binding.BindOutput(io_.caches[c].output_name.c_str(), view);
+  }
 }
 
-// A KV present must hold past + new tokens (the non-shared-buffer contract);
-// a linear-attention state keeps its shape.
-void HybridState::check_present(const CacheSpec& spec, const Ort::Value& present, int64_t total) const {
-  std::vector<int64_t> expected = initial_shape(spec, batch_);
-  if (spec.kind == CacheKind::Key || spec.kind == CacheKind::Value) expected[2] = total;
-  if (tensor_shape(present) != expected)
-    fail("model output " + spec.output_name, "has shape " + shape_text(tensor_shape(present)) + ", expected " +
-                                                 shape_text(expected));
+void HybridState::append(int64_t row, std::span<const int64_t> ids) {
+  check_row(row);
+  Row& r = rows_[size_t(row)];
+  if (r.tokens.size() + ids.size() > size_t(max_length_))
+    fail("runtime", "row " + std::to_string(row) + " would exceed the maximum length " + std::to_string(max_length_));
+  r.tokens.insert(r.tokens.end(), ids.begin(), ids.end());
+}
+
+void HybridState::set_tokens(int64_t row, std::span<const int64_t> ids) {
+  check_row(row);
+  if (ids.size() > size_t(max_length_))
+    fail("runtime", std::to_string(ids.size()) + " tokens exceed the maximum length " + std::to_string(max_length_));
+  Row& r = rows_[size_t(row)];
+  r.tokens.assign(ids.begin(), ids.end());
+  r.parked = false;
+}
+
+void HybridState::park(int64_t row) {
+  check_row(row);
+  Row& r = rows_[size_t(row)];
+  if (r.parked) return;
+  r.parked_linear_state.clear();
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    if (is_kv(io_.caches[c].kind)) continue;
+    std::span<const std::byte> bytes = row_bytes(c, row);
+    r.parked_linear_state.insert(r.parked_linear_state.end(), bytes.begin(), bytes.end());
+  }
+  r.parked = true;
+}
+
+void HybridState::unpark(int64_t row) {
+  check_row(row);
+  Row& r = rows_[size_t(row)];
+  if (!r.parked) return;
+  size_t offset = 0;
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    if (is_kv(io_.caches[c].kind)) continue;
+    std::span<std::byte> bytes = row_bytes(c, row);
+    std::memcpy(bytes.data(), r.parked_linear_state.data() + offset, bytes.size());
+    offset += bytes.size();
+  }
+  r.parked = false;
 }
 
 const Ort::Value& HybridState::tensor(int64_t layer, CacheKind kind) const {
-  for (size_t i = 0; i < values_.size(); ++i)
-    if (io_.caches[i].layer == layer && io_.caches[i].kind == kind) return values_[i];
+  for (size_t c = 0; c < buffers_.size(); ++c)
+    if (io_.caches[c].layer == layer && io_.caches[c].kind == kind) return buffers_[c];
   fail("runtime", std::string("layer ") + std::to_string(layer) + " has no " + cache_kind_suffix(kind) + " state");
 }
 

@@ -1,14 +1,26 @@
-// The hybrid state carried from one run of the graph to the next:
-//   - a KV cache (key, value) for every full-attention layer, growing by the
-//     number of tokens each run: [B, kv_heads, past, head_dim];
+// The hybrid state of a batch of sequences, allocated once and updated in place:
+//   - a KV cache (key, value) for every full-attention layer,
+//     [B, kv_heads, capacity, head_dim] with capacity = max_length + 1;
 //   - a conv state [B, conv_dim, K-1] and a recurrent state [B, v_heads, d_k, d_v]
-//     for every linear-attention layer, fixed in size;
-//   - the number of tokens already processed (the next position).
-// Everything starts at zero (KV caches empty). After a run, the graph's
-// present.* outputs become the next run's past_key_values.* inputs: the
-// OrtValues are moved, never copied.
+//     for every linear-attention layer;
+//   - per row, the tokens already run (their count is the row's length and
+//     the next position).
+//
+// Every buffer is bound as both the graph's past_key_values.* input and its
+// present.* output (GroupQueryAttention's past_present_share_buffer mode:
+// new keys/values are written at seqlens_k, nothing else moves; the linear
+// states are overwritten in place, which ORT 1.30's CPU kernels support
+// bit-exactly). A row is also a contiguous slice of every buffer, so one row
+// can run alone through batch-1 views of the same memory.
+//
+// The spare KV slot (index max_length) is where a parked row writes: in a
+// batched decode step a finished row still has to be fed something, so it is
+// fed a dummy token whose key/value land beyond its valid length and whose
+// effect on the linear states is undone on unpark().
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include <onnxruntime_cxx_api.h>
@@ -19,29 +31,67 @@ namespace deltagen {
 
 class HybridState {
  public:
-  HybridState(const ModelIo& io, int64_t batch);
+  static constexpr int64_t kMaxBatch = 1024;
+
+  // Throws Error when the batch or the state's size is out of reach.
+  HybridState(const ModelIo& io, int64_t batch, int64_t max_length);
 
   int64_t batch() const { return batch_; }
-  int64_t past_length() const { return past_length_; }  // tokens processed so far
+  int64_t max_length() const { return max_length_; }
+  const ModelIo& io() const { return io_; }
 
-  void reset();  // back to the initial zero state
+  // The tokens row `row` has run, oldest first; length(row) == tokens(row).size().
+  const std::vector<int64_t>& tokens(int64_t row) const { return rows_[size_t(row)].tokens; }
+  int64_t length(int64_t row) const { return int64_t(tokens(row).size()); }
+  int64_t past_length() const { return length(0); }  // batch-1 shorthand
 
-  // Binds every past tensor as an input and asks ORT to allocate every present
-  // output on the CPU, in the order of io.caches.
-  void bind(Ort::IoBinding& binding, const Ort::MemoryInfo& cpu) const;
-  // Takes the present tensors (in bind order) as the state after `new_tokens` more tokens.
-  void advance(std::vector<Ort::Value>::iterator presents, int64_t new_tokens);
+  void reset();                // every row back to the empty zero state
+  void reset_row(int64_t row);
 
-  // The current past tensor of one layer (for tests and inspection).
+  // Binds every buffer as past input and present output: all rows, or one row.
+  void bind_all(Ort::IoBinding& binding) const;
+  void bind_row(Ort::IoBinding& binding, int64_t row) const;
+
+  // Records that `row` ran `ids` (after the graph has written their state).
+  void append(int64_t row, std::span<const int64_t> ids);
+
+  // Parking (batched decode of rows that already stopped): park() saves the
+  // row's linear states; unpark() puts them back. A parked row's tokens and
+  // valid KV entries are never touched.
+  void park(int64_t row);
+  void unpark(int64_t row);
+  bool parked(int64_t row) const { return rows_[size_t(row)].parked; }
+
+  // The bytes of one cache buffer that belong to `row` (a contiguous slice).
+  // cache = index into io().caches.
+  std::span<std::byte> row_bytes(size_t cache, int64_t row);
+  std::span<const std::byte> row_bytes(size_t cache, int64_t row) const;
+  // Shape of one row of a cache buffer: [1, ...] (KV: [1, kv_heads, capacity, head_dim]).
+  std::vector<int64_t> row_shape(size_t cache) const;
+  int64_t kv_capacity() const { return max_length_ + 1; }
+
+  // Restores a row's token history (the buffers are written by the caller).
+  void set_tokens(int64_t row, std::span<const int64_t> ids);
+
+  // The whole-batch buffer of one layer's state (for tests and inspection).
   const Ort::Value& tensor(int64_t layer, CacheKind kind) const;
 
  private:
-  void check_present(const CacheSpec& spec, const Ort::Value& present, int64_t total) const;
+  struct Row {
+    std::vector<int64_t> tokens;  // reserved to max_length: appending never allocates
+    bool parked = false;
+    std::vector<std::byte> parked_linear_state;  // the conv + recurrent slices, while parked
+  };
+
+  void check_row(int64_t row) const;
+  size_t row_byte_count(size_t cache) const;
 
   const ModelIo& io_;
   int64_t batch_;
-  int64_t past_length_ = 0;
-  std::vector<Ort::Value> values_;  // parallel to io_.caches
+  int64_t max_length_;
+  std::vector<Ort::Value> buffers_;                 // parallel to io_.caches, whole batch
+  std::vector<std::vector<Ort::Value>> row_views_;  // [row][cache]: batch-1 views into buffers_
+  std::vector<Row> rows_;
 };
 
 }  // namespace deltagen

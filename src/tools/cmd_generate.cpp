@@ -1,55 +1,165 @@
-// deltagen generate --model DIR --ids 5,17,300 --max-new-tokens N
-//                   [--prefill-chunk K] [--logits-out F.npy] [--json]
-//                   [--threads T] [--stop-at-eos]
-// Greedy generation from token ids. Prints the new ids on one line (stdout)
-// and the speed on stderr, or everything as one JSON object with --json.
-// --logits-out writes f32 [prompt + decode steps, vocab]: the prompt rows,
-// then one row per decode step.
+// deltagen generate --model DIR <prompt> [flags]
+//
+// The prompt (exactly one of):
+//   --ids 5,17,300          token ids; several prompts (a batch) separated by ';': "5,17;300,42"
+//   --prompt TEXT           text (needs tokenizer.json in the model folder, or --tokenizer)
+//   --prompt-file FILE      the whole file is the prompt
+//   --prompts-file FILE     one prompt per non-empty line: a batch
+//   (none)                  text read from stdin
+// Generation: --max-new-tokens N (256), --temperature T (0 = greedy), --top-k,
+//   --top-p, --min-p, --repetition-penalty, --presence-penalty,
+//   --frequency-penalty, --seed, --stop TEXT, --ignore-eos, --prefill-chunk K (512),
+//   --chat (wrap text in Qwen's chat format) with --system TEXT, --no-think.
+// Engine: --threads T, --max-length N (tokens the state holds; default: what
+//   the request needs), --tokenizer PATH.
+// State (one prompt only): --load-state FILE continues a saved conversation
+//   (the prompt is appended to it; it may be empty), --save-state FILE writes
+//   the state after the run (atomically). --logits-out F.npy writes f32
+//   [rows, vocab]: the prefilled rows, then one row per decode step.
+// Output: text prompts stream their text to stdout as it is generated; id
+//   prompts print the new ids on one line per prompt; --json prints one JSON
+//   object instead. Speed goes to stderr.
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/generator.h"
-#include "runtime/session.h"
+#include "deltagen/deltagen.h"
+#include "runtime/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/generation_flags.h"
 #include "util/error.h"
 #include "util/npy.h"
 
 namespace deltagen {
 namespace {
 
+constexpr int64_t kDefaultPrefillChunk = 512;
+
 struct GenerateFlags {
   std::string model_dir;
-  std::vector<int64_t> prompt;
-  GenerateOptions options;
-  std::string logits_out;  // empty: none
+  EngineOptions engine;
+  GenerationOptions options;
+  std::vector<std::vector<int64_t>> id_prompts;  // from --ids
+  std::vector<std::string> text_prompts;         // from --prompt / files / stdin
+  bool chat = false, thinking = true;
+  std::string system_prompt;
+  std::string logits_out, save_state, load_state;
   bool json = false;
-  int threads = 0;
+
+  bool text_mode() const { return !text_prompts.empty(); }
+  size_t batch() const { return text_mode() ? text_prompts.size() : id_prompts.size(); }
 };
 
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open the prompt file");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> non_empty_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<std::vector<int64_t>> parse_id_rows(const std::string& text) {
+  std::vector<std::vector<int64_t>> rows;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(';', start);
+    rows.push_back(parse_ids(text.substr(start, end == std::string::npos ? std::string::npos : end - start), "--ids"));
+    if (end == std::string::npos) return rows;
+    start = end + 1;
+  }
+}
+
+// Exactly one prompt source; stdin when no flag names one.
+void read_prompts(Args& args, GenerateFlags& f) {
+  const auto ids = args.get("ids");
+  const auto prompt = args.get("prompt");
+  const auto prompt_file = args.get("prompt-file");
+  const auto prompts_file = args.get("prompts-file");
+  const int given = int(ids.has_value()) + int(prompt.has_value()) + int(prompt_file.has_value()) +
+                    int(prompts_file.has_value());
+  if (given > 1) fail("generate", "--ids, --prompt, --prompt-file and --prompts-file exclude each other");
+  if (ids) f.id_prompts = parse_id_rows(*ids);
+  else if (prompt) f.text_prompts = {*prompt};
+  else if (prompt_file) f.text_prompts = {read_file_text(*prompt_file)};
+  else if (prompts_file) {
+    f.text_prompts = non_empty_lines(read_file_text(*prompts_file));
+    if (f.text_prompts.empty()) fail(*prompts_file, "holds no prompt");
+  } else if (!::isatty(STDIN_FILENO)) {
+    f.text_prompts = {std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>())};
+  } else if (!args.has("load-state")) {
+    fail("generate", "no prompt: give --prompt, --prompt-file, --prompts-file or --ids, or text on stdin");
+  }
+}
+
 GenerateFlags parse_flags(int argc, char** argv) {
-  Args args(argc, argv, {"json", "stop-at-eos"});
+  Args args(argc, argv, {"json", "stop-at-eos", "ignore-eos", "chat", "no-think"});
   GenerateFlags f;
   f.model_dir = args.require("model");
-  f.prompt = parse_ids(args.require("ids"), "--ids");
-  args.require("max-new-tokens");
-  f.options.max_new_tokens = args.get_int("max-new-tokens", 0);
-  f.options.prefill_chunk = args.get_int("prefill-chunk", 0);
+  read_prompts(args, f);
+  GenerationOptions defaults;
+  defaults.prefill_chunk = kDefaultPrefillChunk;
+  f.options = parse_generation_flags(args, defaults);
+  f.engine = parse_engine_flags(args);
+  f.chat = args.flag("chat");
+  f.thinking = !args.flag("no-think");
+  f.system_prompt = args.get_or("system", "");
   f.logits_out = args.get_or("logits-out", "");
+  f.save_state = args.get_or("save-state", "");
+  f.load_state = args.get_or("load-state", "");
   f.json = args.flag("json");
-  f.options.stop_at_eos = args.flag("stop-at-eos");
-  const int64_t threads = args.get_int("threads", 0);
   args.finish();
 
-  if (f.options.max_new_tokens < 1) fail("--max-new-tokens", "must be at least 1");
-  if (f.options.prefill_chunk < 0) fail("--prefill-chunk", "must be 0 (whole prompt) or a positive number of tokens");
-  if (threads < 0 || threads > 1024) fail("--threads", "must be between 0 (ONNX Runtime's default) and 1024");
-  f.threads = int(threads);
   f.options.collect_logits = !f.logits_out.empty();
+  if (f.chat && !f.text_mode()) fail("--chat", "needs a text prompt");
+  if (f.batch() > 1 && (!f.logits_out.empty() || !f.save_state.empty() || !f.load_state.empty()))
+    fail("generate", "--logits-out, --save-state and --load-state work with one prompt only");
   return f;
+}
+
+// Text -> ids, in the chat format with --chat (continuing `history` when a state was loaded).
+std::vector<int64_t> encode_text_prompt(const Engine& engine, const GenerateFlags& f, const std::string& text,
+                                        const std::vector<int64_t>& history) {
+  if (!f.chat) return text.empty() ? std::vector<int64_t>() : engine.encode(text);
+  const std::vector<int64_t> stops = chat_stop_ids(engine.tokenizer());
+  PreviousTurn previous = PreviousTurn::None;
+  if (!history.empty())
+    previous = std::find(stops.begin(), stops.end(), history.back()) != stops.end() ? PreviousTurn::EndedByEos
+                                                                                    : PreviousTurn::Unfinished;
+  return engine.encode(render_chat_turn({f.system_prompt, text, f.thinking}, previous));
+}
+
+// The state length a request needs: what is already there + prompt + new
+// tokens, unless --max-length says; never more than the model's context.
+int64_t needed_max_length(const Engine& engine, const GenerateFlags& f, int64_t history, int64_t prompt) {
+  if (f.engine.max_length > 0) return f.engine.max_length;
+  const int64_t total = history + prompt + f.options.max_new_tokens;
+  const int64_t context = engine.context_length();
+  if (context > 0 && total > context) {
+    std::string what = "prompt (" + std::to_string(prompt) + ")";
+    if (history > 0) what += " + loaded state (" + std::to_string(history) + ")";
+    fail("generate", what + " + new tokens (" + std::to_string(f.options.max_new_tokens) +
+                         ") exceed the context length " + std::to_string(context));
+  }
+  return std::max<int64_t>(total, 1);
 }
 
 std::string ids_line(const std::vector<int64_t>& ids) {
@@ -61,53 +171,101 @@ std::string ids_line(const std::vector<int64_t>& ids) {
   return line;
 }
 
-nlohmann::json result_json(const GenerateFlags& f, const GenerateResult& r) {
-  nlohmann::json j;
-  j["model"] = f.model_dir;
-  j["prompt_ids"] = f.prompt;
-  j["generated_ids"] = r.generated_ids;
-  j["prompt_tokens"] = r.prompt_tokens;
-  j["new_tokens"] = r.generated_ids.size();
-  j["prefill_chunk"] = f.options.prefill_chunk;
-  j["prefill_runs"] = r.prefill_runs;
-  j["prefill_seconds"] = r.prefill_seconds;
-  j["decode_steps"] = r.decode_steps;
-  j["decode_seconds"] = r.decode_seconds;
-  j["prompt_tokens_per_second"] = r.prompt_tokens_per_second();
-  j["generation_tokens_per_second"] = r.generation_tokens_per_second();
-  j["stopped_at_eos"] = r.stopped_at_eos;
-  j["threads"] = f.threads;
-  if (!f.logits_out.empty()) j["logits_out"] = f.logits_out;
-  return j;
+void print_text(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
+  Engine& engine = *engine_ptr;
+  Snapshot loaded;
+  if (!f.load_state.empty()) loaded = Snapshot::load(f.load_state);
+  const std::vector<int64_t> history = loaded.empty() ? std::vector<int64_t>() : loaded.tokens();
+
+  std::vector<int64_t> prompt = f.text_mode() ? encode_text_prompt(engine, f, f.text_prompts[0], history)
+                                              : (f.id_prompts.empty() ? std::vector<int64_t>() : f.id_prompts[0]);
+  if (f.chat) {
+    const auto stops = chat_stop_ids(engine.tokenizer());
+    f.options.extra_stop_ids.insert(f.options.extra_stop_ids.end(), stops.begin(), stops.end());
+  }
+  Conversation conversation(engine_ptr,
+                            needed_max_length(engine, f, int64_t(history.size()), int64_t(prompt.size())));
+  if (!loaded.empty()) conversation.restore(loaded);
+
+  const bool stream = f.text_mode() && !f.json;
+  StreamCallback on_text;
+  if (stream) on_text = [](std::string_view text, int64_t) { print_text(text); };
+  const GenerationResult r = conversation.generate(std::span<const int64_t>(prompt), f.options, on_text);
+
+  if (!f.logits_out.empty()) write_npy_f32(f.logits_out, r.logits.data(), {r.logits_rows, r.vocab});
+  if (!f.save_state.empty()) conversation.snapshot().save(f.save_state);
+
+  if (f.json) {
+    nlohmann::json row = result_json(r);
+    row["prompt_ids"] = prompt;
+    nlohmann::json j = row;
+    j["model"] = f.model_dir;
+    j["batch"] = 1;
+    j["prefill_chunk"] = f.options.prefill_chunk;
+    j["threads"] = f.engine.threads;
+    j["max_length"] = conversation.max_length();
+    j["conversation_tokens"] = conversation.length();
+    if (!f.logits_out.empty()) j["logits_out"] = f.logits_out;
+    if (!f.save_state.empty()) j["saved_state"] = f.save_state;
+    j["sequences"] = nlohmann::json::array({row});
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    if (stream) print_text("\n");
+    else std::printf("%s\n", ids_line(r.generated_ids).c_str());
+    print_speed(r);
+  }
+  return 0;
+}
+
+int run_batch(Engine& engine, GenerateFlags& f) {
+  std::vector<std::vector<int64_t>> prompts = f.id_prompts;
+  if (f.text_mode()) {
+    prompts.clear();
+    for (const std::string& text : f.text_prompts) prompts.push_back(encode_text_prompt(engine, f, text, {}));
+  }
+  if (f.chat) {
+    const auto stops = chat_stop_ids(engine.tokenizer());
+    f.options.extra_stop_ids.insert(f.options.extra_stop_ids.end(), stops.begin(), stops.end());
+  }
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, int64_t(p.size()));
+  const std::vector<GenerationResult> results =
+      generate_batch(engine, prompts, f.options, needed_max_length(engine, f, 0, longest));
+
+  if (f.json) {
+    nlohmann::json j;
+    j["model"] = f.model_dir;
+    j["batch"] = results.size();
+    j["prefill_chunk"] = f.options.prefill_chunk;
+    j["threads"] = f.engine.threads;
+    j["sequences"] = nlohmann::json::array();
+    for (size_t i = 0; i < results.size(); ++i) {
+      nlohmann::json row = result_json(results[i]);
+      row["prompt_ids"] = prompts[i];
+      j["sequences"].push_back(row);
+    }
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (f.text_mode()) std::printf("=== %zu ===\n%s\n", i, results[i].text.c_str());
+    else std::printf("%s\n", ids_line(results[i].generated_ids).c_str());
+  }
+  for (const GenerationResult& r : results) print_speed(r);
+  return 0;
 }
 
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
-  const GenerateFlags f = parse_flags(argc, argv);
-
-  RuntimeOptions runtime;
-  runtime.intra_op_threads = f.threads;
-  auto model = Model::load(f.model_dir, runtime);
-  check_request(*model, f.prompt, f.options.max_new_tokens);
-
-  Generator generator(*model);
-  const GenerateResult r = generate_greedy(generator, f.prompt, f.options);
-
-  if (!f.logits_out.empty())
-    write_npy_f32(f.logits_out, r.logits.data(), {r.logits_rows, r.vocab});
-
-  if (f.json) {
-    std::printf("%s\n", result_json(f, r).dump().c_str());
-  } else {
-    std::printf("%s\n", ids_line(r.generated_ids).c_str());
-    std::fprintf(stderr, "prompt: %lld tokens in %.4f s (%.1f tokens/s)\n", (long long)r.prompt_tokens,
-                 r.prefill_seconds, r.prompt_tokens_per_second());
-    std::fprintf(stderr, "generation: %zu tokens, %lld decode steps in %.4f s (%.1f tokens/s)\n",
-                 r.generated_ids.size(), (long long)r.decode_steps, r.decode_seconds,
-                 r.generation_tokens_per_second());
-  }
-  return 0;
+  GenerateFlags f = parse_flags(argc, argv);
+  std::shared_ptr<Engine> engine = Engine::load(f.model_dir, f.engine);
+  return f.batch() > 1 ? run_batch(*engine, f) : run_single(engine, f);
 }
 
 }  // namespace deltagen

@@ -1,8 +1,11 @@
 // deltagen inspect DIR_or_model.onnx [--json]
+// deltagen inspect A --diff B [--json]    per-op-type node counts of A and B and
+//                                         their difference, totals, weight bytes
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
+#include "graph/model_diff.h"
 #include "graph/model_summary.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -12,13 +15,20 @@ namespace deltagen {
 
 int cmd_inspect(int argc, char** argv) {
   Args args(argc, argv, {"json"});
-  bool as_json = args.flag("json");
+  const bool as_json = args.flag("json");
+  const auto other = args.get("diff");
   args.has("");  // positional arguments are expected
   args.finish();
   if (args.positional().size() != 1) fail("inspect", "expected one model folder or .onnx file");
 
   graph::ModelSummary s = graph::summarize_model(args.positional()[0]);
-  std::string text = as_json ? graph::summary_json(s).dump(2) + "\n" : graph::summary_text(s);
+  std::string text;
+  if (other) {
+    graph::ModelDiff d = graph::diff_models(s, graph::summarize_model(*other));
+    text = as_json ? graph::diff_json(d).dump(2) + "\n" : graph::diff_text(d);
+  } else {
+    text = as_json ? graph::summary_json(s).dump(2) + "\n" : graph::summary_text(s);
+  }
   std::fputs(text.c_str(), stdout);
   return 0;
 }

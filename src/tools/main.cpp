@@ -20,8 +20,11 @@ const Command kCommands[] = {
     {"reference", deltagen::cmd_reference, "run the float64 C++ reference forward pass"},
     {"build", deltagen::cmd_build, "build an ONNX model (+ genai_config.json) from a checkpoint"},
     {"generate", deltagen::cmd_generate, "generate tokens with ONNX Runtime"},
+    {"chat", deltagen::cmd_chat, "chat with a model, keeping its state between turns"},
     {"inspect", deltagen::cmd_inspect, "print node counts, I/O and weight bytes of a model"},
     {"tokenize", deltagen::cmd_tokenize, "encode text to token ids or decode ids to text"},
+    {"bench", deltagen::cmd_bench, "measure prompt/generation speed (one model, or two alternately with --vs)"},
+    {"compare", deltagen::cmd_compare, "measure how far one model's logits are from another's or the reference"},
 };
 
 void usage(FILE* out) {

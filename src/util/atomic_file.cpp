@@ -1,8 +1,11 @@
 #include "util/atomic_file.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <charconv>
 #include <string>
 #include <system_error>
 
@@ -25,12 +28,34 @@ fs::path parent_or_dot(const fs::path& p) {
   return p.has_parent_path() ? p.parent_path() : fs::path(".");
 }
 
+// A writer killed outright (SIGKILL, Ctrl-C, power loss) leaves its temp
+// file or folder behind; for a model build that can be gigabytes. The next
+// writer of the same target removes the temp outputs of writers that no
+// longer run (their pid is in the name), so rerunning cleans up. Outputs of
+// live processes, and anything else in the folder, are left alone.
+void remove_stale_partials(const fs::path& target) {
+  const std::string prefix = "." + target.filename().string() + ".partial-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent_or_dot(target), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // "<pid>-<counter>"
+    pid_t pid = 0;
+    const auto [end, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+    if (err != std::errc() || pid <= 0 || end == rest.data() + rest.size() || *end != '-') continue;
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)) {
   if (target_.filename().empty()) fail(target_.string(), "not a file name");
   fs::path dir = parent_or_dot(target_);
   if (!fs::is_directory(dir)) fail(target_.string(), "folder " + dir.string() + " does not exist");
+  remove_stale_partials(target_);
   temp_ = temp_name(target_);
   out_.open(temp_, std::ios::binary | std::ios::trunc);
   if (!out_) fail(target_.string(), "cannot create file");
@@ -69,6 +94,7 @@ AtomicDir::AtomicDir(fs::path target) : target_(std::move(target)) {
   if (ec) fail(dir.string(), "cannot create folder: " + ec.message());
   if (fs::exists(target_) && !fs::is_directory(target_))
     fail(target_.string(), "exists and is not a folder");
+  remove_stale_partials(target_);
   temp_ = temp_name(target_);
   fs::create_directory(temp_, ec);
   if (ec) fail(temp_.string(), "cannot create folder: " + ec.message());

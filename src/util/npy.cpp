@@ -42,7 +42,7 @@ int64_t NpyArray::numel() const {
 std::vector<float> NpyArray::as_f32() const {
   std::vector<float> out(numel());
   if (descr == "<f4") {
-    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+    if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * 4);
   } else if (descr == "<f8") {
     const double* p = reinterpret_cast<const double*>(bytes.data());
     for (size_t i = 0; i < out.size(); ++i) out[i] = float(p[i]);
@@ -55,7 +55,7 @@ std::vector<float> NpyArray::as_f32() const {
 std::vector<double> NpyArray::as_f64() const {
   std::vector<double> out(numel());
   if (descr == "<f8") {
-    std::memcpy(out.data(), bytes.data(), out.size() * 8);
+    if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * 8);
   } else {
     auto f = as_f32();
     for (size_t i = 0; i < out.size(); ++i) out[i] = f[i];
@@ -66,7 +66,7 @@ std::vector<double> NpyArray::as_f64() const {
 std::vector<int64_t> NpyArray::as_i64() const {
   std::vector<int64_t> out(numel());
   if (descr == "<i8") {
-    std::memcpy(out.data(), bytes.data(), out.size() * 8);
+    if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * 8);
   } else if (descr == "<i4") {
     const int32_t* p = reinterpret_cast<const int32_t*>(bytes.data());
     for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];
@@ -104,11 +104,29 @@ NpyArray read_npy(const std::filesystem::path& path) {
   std::string shape = dict_value(header, "shape", file);
   std::stringstream ss(shape.substr(1, shape.size() - 2));
   std::string item;
+  uint64_t numel = 1;
   while (std::getline(ss, item, ',')) {
     if (item.find_first_not_of(' ') == std::string::npos) continue;
-    a.shape.push_back(std::stoll(item));
+    int64_t dim = -1;
+    try {
+      size_t end = 0;
+      dim = std::stoll(item, &end);
+      if (item.find_first_not_of(' ', end) != std::string::npos) dim = -1;
+    } catch (const std::logic_error&) {  // not a number, or out of range
+    }
+    if (dim < 0) fail(file, "malformed .npy shape " + shape);
+    if (dim != 0 && numel > (uint64_t(1) << 62) / uint64_t(dim)) fail(file, ".npy shape " + shape + " is too large");
+    numel *= uint64_t(dim);
+    a.shape.push_back(dim);
   }
-  size_t nbytes = size_t(a.numel()) * descr_size(a.descr, file);
+  // The payload must be in the file: checked before anything is allocated for it.
+  const size_t element = descr_size(a.descr, file);
+  const std::streamoff data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::streamoff file_size = in.tellg();
+  in.seekg(data_start);
+  if (numel > uint64_t(file_size - data_start) / element) fail(file, "truncated .npy data");
+  size_t nbytes = size_t(numel) * element;
   a.bytes.resize(nbytes);
   in.read(reinterpret_cast<char*>(a.bytes.data()), std::streamsize(nbytes));
   if (!in) fail(file, "truncated .npy data");

@@ -1,0 +1,238 @@
+// Writes the starting corpus of every fuzz target into OUT/<target>/:
+// small but real files made with deltagen's own writers (a synthetic tiny
+// checkpoint built to ONNX, its config and genai_config.json, .npy arrays,
+// state snapshots, tokenizer.json files). Kept small on purpose: libFuzzer
+// mutates small inputs much faster, and -max_len follows the largest seed.
+//
+//   make_seeds OUT [QWEN_TOKENIZER_DIR]
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "models/build.h"
+#include "runtime/snapshot.h"
+#include "runtime/state.h"
+#include "synth/synth.h"
+#include "tiny_state.h"
+#include "tokenizer/byte_level.h"
+#include "util/error.h"
+#include "util/npy.h"
+
+namespace fs = std::filesystem;
+using namespace deltagen;
+using nlohmann::json;
+
+namespace {
+
+fs::path out_root;
+
+void write(const std::string& target, const std::string& name, const std::string& bytes) {
+  fs::create_directories(out_root / target);
+  std::ofstream(out_root / target / name, std::ios::binary) << bytes;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void safetensors_seeds() {
+  // Every tensor name of the tiny model with a small shape, in all three dtypes.
+  const ModelConfig cfg = synth_preset("tiny");
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<TensorToWrite> tensors;
+  int i = 0;
+  for (const auto& spec : qwen35_tensor_specs(cfg)) {
+    const DType dtype = i % 3 == 0 ? DType::F32 : i % 3 == 1 ? DType::F16 : DType::BF16;
+    std::vector<int64_t> shape = spec.shape.size() == 1 ? std::vector<int64_t>{4} : std::vector<int64_t>{2, 3};
+    storage.emplace_back(size_t(shape.size() == 1 ? 4 : 6) * dtype_size(dtype), uint8_t(i));
+    tensors.push_back({"model.language_model." + spec.name, dtype, shape, storage.back().data(), storage.back().size()});
+    ++i;
+  }
+  const fs::path tmp = out_root / "tmp.safetensors";
+  write_safetensors(tmp, tensors, {{"format", "pt"}});
+  write("safetensors", "tiny_names.safetensors", read(tmp));
+  write_safetensors(tmp, {tensors.begin(), tensors.begin() + 3});
+  write("safetensors", "three.safetensors", read(tmp));
+  write_safetensors(tmp, {});
+  write("safetensors", "empty.safetensors", read(tmp));
+  fs::remove(tmp);
+}
+
+void config_seeds() {
+  for (const char* preset : {"tiny", "0.8b", "2b", "4b", "9b"}) {
+    const ModelConfig cfg = synth_preset(preset);
+    write("config", std::string(preset) + "_text.json", config_to_json(cfg, false).dump(2));
+    write("config", std::string(preset) + "_vl.json", config_to_json(cfg, true).dump(2));
+  }
+}
+
+// A tiny checkpoint built to ONNX with every weight external, so model.onnx
+// holds only the graph (a few tens of KB).
+void model_seeds() {
+  const fs::path ckpt = out_root / "tmp-checkpoint", model = out_root / "tmp-model";
+  fs::remove_all(ckpt);
+  fs::remove_all(model);
+  SynthOptions so;
+  so.dtype = DType::F32;
+  write_synthetic_checkpoint(synth_preset("tiny"), so, ckpt);
+  auto checkpoint = Checkpoint::open(ckpt);
+  BuildOptions bo;
+  bo.external_data_threshold = 0;
+  bo.show_progress = false;
+  bo.context_length = 64;
+  build_model(*checkpoint, bo, model);
+  write("onnx_summary", "tiny_external.onnx", read(model / "model.onnx"));
+  write("genai_config", "tiny.json", read(model / "genai_config.json"));
+  write("genai_config", "minimal.json", R"({"model": {"decoder": {"filename": "model.onnx"}, "eos_token_id": [1, 2]}})");
+  write("config", "tiny_checkpoint.json", read(ckpt / "config.json"));
+
+  fs::remove_all(ckpt);
+  fs::remove_all(model);
+}
+
+void npy_seeds() {
+  const fs::path tmp = out_root / "tmp.npy";
+  const float v[6] = {1, 2, 3, 4, 5, 6};
+  write_npy_f32(tmp, v, {2, 3});
+  write("npy", "f4_2x3.npy", read(tmp));
+  write_npy_f32(tmp, v, {6});
+  write("npy", "f4_6.npy", read(tmp));
+  write_npy_f32(tmp, v, {});
+  write("npy", "f4_scalar.npy", read(tmp));
+  fs::remove(tmp);
+  // Hand-made headers for the other dtypes and format version 2.
+  auto npy = [](char version, const std::string& dict, const std::string& payload) {
+    std::string header = dict;
+    header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+    header += '\n';
+    std::string out = std::string("\x93NUMPY", 6) + version + '\0';
+    if (version == 1) {
+      const uint16_t n = uint16_t(header.size());
+      out.append(reinterpret_cast<const char*>(&n), 2);
+    } else {
+      const uint32_t n = uint32_t(header.size());
+      out.append(reinterpret_cast<const char*>(&n), 4);
+    }
+    return out + header + payload;
+  };
+  const int64_t i8[3] = {7, -1, 42};
+  write("npy", "i8_3.npy",
+        npy(1, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", std::string(reinterpret_cast<const char*>(i8), 24)));
+  const int32_t i4[2] = {5, 17};
+  write("npy", "i4_v2.npy",
+        npy(2, "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 2), }", std::string(reinterpret_cast<const char*>(i4), 8)));
+  const double f8[2] = {0.5, -2};
+  write("npy", "f8_2.npy",
+        npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", std::string(reinterpret_cast<const char*>(f8), 16)));
+}
+
+// Snapshots of tiny-a-shaped states: empty, a few tokens with pending ones, full.
+void snapshot_seeds() {
+  HybridState state(fuzz::tiny_io(), 1, 8);
+  std::mt19937 rng(1);
+  for (int64_t length : {0, 3, 8}) {
+    std::vector<int64_t> tokens;
+    for (int64_t t = 0; t < length; ++t) tokens.push_back(int64_t(rng() % fuzz::kTinyVocab));
+    state.reset_row(0);
+    state.set_tokens(0, tokens);
+    for (size_t c = 0; c < fuzz::tiny_io().caches.size(); ++c)
+      for (std::byte& b : state.row_bytes(c, 0)) b = std::byte(rng());
+    const std::vector<int64_t> pending = length == 3 ? std::vector<int64_t>{11, 12} : std::vector<int64_t>{};
+    const auto bytes = serialize_snapshot(capture_row(state, 0, fuzz::kTinyVocab, pending));
+    write("snapshot", "length" + std::to_string(length) + ".dgstate",
+          std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  }
+}
+
+json tokenizer_json(json vocab, json merges, json added, json pre_tokenizer, json normalizer) {
+  json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer", normalizer},
+          {"pre_tokenizer", pre_tokenizer},
+          {"post_processor", byte_level},
+          {"decoder", byte_level},
+          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"dropout", nullptr}, {"unk_token", nullptr}}}};
+}
+
+void tokenizer_seeds(const fs::path& qwen_dir) {
+  const std::string qwen_regex =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[tok::bytes_to_byte_level(std::string(1, char(b)))] = b;
+  json merges = json::array();
+  int next = 256;
+  for (auto [l, r] : std::vector<std::pair<std::string, std::string>>{{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"Ġ", "w"}}) {
+    merges.push_back({l, r});
+    vocab[l + r] = next++;
+  }
+  json added = json::array({{{"id", 300}, {"content", "<|end|>"}, {"special", true}, {"lstrip", false}, {"rstrip", false},
+                             {"normalized", false}, {"single_word", false}},
+                            {{"id", 301}, {"content", "<x>"}, {"special", false}, {"lstrip", true}, {"rstrip", true},
+                             {"normalized", true}, {"single_word", true}}});
+  json split = {{"type", "Split"}, {"pattern", {{"Regex", qwen_regex}}}, {"behavior", "Isolated"}, {"invert", false}};
+  json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  json pre = {{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level})}};
+  write("tokenizer_load", "tiny.json", tokenizer_json(vocab, merges, added, pre, {{"type", "NFC"}}).dump());
+  write("tokenizer_load", "tiny_plain.json",
+        tokenizer_json(vocab, merges, json::array(), byte_level, nullptr).dump());
+  write("tokenizer_load", "config.json", R"({"eos_token": "<|end|>", "pad_token": {"content": "<x>"}, "bos_token": null})");
+
+  // Qwen3's real settings (normalizer, pre-tokenizer, added tokens) with its
+  // vocabulary cut to the ids below 600 and the merges among them.
+  if (qwen_dir.empty() || !fs::exists(qwen_dir / "tokenizer.json")) return;
+  json q = json::parse(read(qwen_dir / "tokenizer.json"));
+  json small_vocab = json::object();
+  for (auto& [k, v] : q["model"]["vocab"].items())
+    if (v.get<int64_t>() < 600) small_vocab[k] = v;
+  json small_merges = json::array();
+  for (const auto& m : q["model"]["merges"]) {
+    std::string l, r;
+    if (m.is_string()) {
+      auto s = m.get<std::string>();
+      l = s.substr(0, s.find(' '));
+      r = s.substr(s.find(' ') + 1);
+    } else {
+      l = m[0];
+      r = m[1];
+    }
+    if (small_vocab.contains(l) && small_vocab.contains(r) && small_vocab.contains(l + r)) small_merges.push_back(m);
+  }
+  json added_small = json::array();
+  for (const auto& a : q["added_tokens"])
+    if (added_small.size() < 8) added_small.push_back(a);
+  q["model"]["vocab"] = small_vocab;
+  q["model"]["merges"] = small_merges;
+  q["added_tokens"] = added_small;
+  write("tokenizer_load", "qwen3_cut.json", q.dump());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: make_seeds OUT [QWEN_TOKENIZER_DIR]\n");
+    return 2;
+  }
+  out_root = argv[1];
+  try {
+    fs::create_directories(out_root);
+    safetensors_seeds();
+    config_seeds();
+    model_seeds();
+    npy_seeds();
+    snapshot_seeds();
+    tokenizer_seeds(argc > 2 ? fs::path(argv[2]) : fs::path());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "make_seeds: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,166 @@
+// deltagen's C++ API: load a model folder written by `deltagen build`, then
+// generate from token ids or text, keep a conversation's state between
+// requests, snapshot and restore it, chat in Qwen's format, run a batch.
+//
+//   auto engine = deltagen::Engine::load("out/qwen3.5-0.8b");
+//   deltagen::Chat chat(engine, {.system_prompt = "Be brief."});
+//   deltagen::GenerationOptions options;
+//   options.sampling.temperature = 0.7;
+//   chat.send("Hello!", options, [](std::string_view text, int64_t) { std::cout << text << std::flush; });
+//
+// Errors are deltagen::Error (util/error.h), one line: "subject: problem".
+// Objects are not thread-safe; use one Conversation / Chat per thread.
+// No ONNX Runtime type appears here.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "deltagen/options.h"
+
+namespace deltagen {
+
+class Tokenizer;
+
+struct EngineOptions {
+  int threads = 0;  // ONNX Runtime intra-op threads; 0 = its default (one per core)
+  // Tokens a conversation's state holds (the KV cache is allocated at this
+  // length); 0 = the model's context length, at most 4096.
+  int64_t max_length = 0;
+  // tokenizer.json or its folder; empty = the model folder's, when it has one.
+  std::filesystem::path tokenizer;
+};
+
+// A loaded model (and, lazily, its tokenizer). Share it between conversations.
+class Engine {
+ public:
+  static std::shared_ptr<Engine> load(const std::filesystem::path& model_dir, const EngineOptions& options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int64_t vocab_size() const;
+  int64_t context_length() const;  // 0 when the model does not say
+  int64_t max_length() const;      // the default length of a conversation's state
+  const std::vector<int64_t>& eos_token_ids() const;  // genai_config.json eos_token_id
+  const std::filesystem::path& model_dir() const;
+
+  // Whether a tokenizer file is there; tokenizer() loads it (once) and throws
+  // Error when it is missing or unsupported.
+  bool has_tokenizer() const;
+  const Tokenizer& tokenizer() const;
+  std::vector<int64_t> encode(std::string_view text) const;  // special tokens in the text are recognized
+  std::string decode(std::span<const int64_t> ids) const;
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Called with each piece of text as it becomes final (empty without a
+// tokenizer) and the token that completed it.
+using StreamCallback = std::function<void(std::string_view text, int64_t token)>;
+
+// An immutable copy of a conversation's whole state: token history,
+// position, KV cache up to the current length, conv and recurrent states.
+class Snapshot {
+ public:
+  Snapshot();
+  ~Snapshot();
+  Snapshot(const Snapshot&);
+  Snapshot& operator=(const Snapshot&);
+
+  bool empty() const;
+  const std::vector<int64_t>& tokens() const;  // the whole conversation
+  // Versioned binary file with a checksum, written atomically.
+  void save(const std::filesystem::path& file) const;
+  // Checks the file itself (magic, version, sizes, checksum); whether it fits
+  // a model is checked by Conversation::restore.
+  static Snapshot load(const std::filesystem::path& file);
+
+  struct Data;
+  const Data& data() const;
+  explicit Snapshot(std::shared_ptr<const Data> data);
+
+ private:
+  std::shared_ptr<const Data> data_;
+};
+
+// One sequence whose state is kept from request to request: each request
+// appends its prompt and runs only the tokens not yet run.
+class Conversation {
+ public:
+  // max_length: tokens the state holds; 0 = engine->max_length().
+  explicit Conversation(std::shared_ptr<Engine> engine, int64_t max_length = 0);
+  ~Conversation();
+  Conversation(Conversation&&) noexcept;
+  Conversation& operator=(Conversation&&) noexcept;
+
+  // Appends `prompt` (may be empty when the conversation has a pending
+  // token: then it just continues) and generates.
+  GenerationResult generate(std::span<const int64_t> prompt, const GenerationOptions& options,
+                            const StreamCallback& on_text = {});
+  GenerationResult generate(std::string_view prompt, const GenerationOptions& options,
+                            const StreamCallback& on_text = {});
+
+  // Every token of the conversation, prompts and replies. The last reply's
+  // last token is not run yet (it is run with the next prompt).
+  const std::vector<int64_t>& tokens() const;
+  int64_t length() const { return int64_t(tokens().size()); }
+  int64_t max_length() const;
+
+  Snapshot snapshot() const;
+  // Throws Error if the snapshot is of another model or longer than max_length();
+  // the conversation is unchanged then.
+  void restore(const Snapshot& snapshot);
+  void reset();
+
+  Engine& engine() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ChatOptions {
+  std::string system_prompt;  // empty = none
+  bool thinking = true;       // Qwen3.5 thinks by default; false closes the <think> block up front
+};
+
+// A multi-turn chat in Qwen's format (built in; see runtime/chat_template.h)
+// on top of a Conversation: turn n runs only its own tokens.
+class Chat {
+ public:
+  Chat(std::shared_ptr<Engine> engine, ChatOptions options = {}, int64_t max_length = 0);
+
+  // One user turn; returns the reply (generation also stops at <|im_end|>).
+  GenerationResult send(std::string_view user_message, const GenerationOptions& options,
+                        const StreamCallback& on_text = {});
+
+  ChatOptions& options() { return options_; }
+  Conversation& conversation() { return conversation_; }
+  const Conversation& conversation() const { return conversation_; }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+  ChatOptions options_;
+  Conversation conversation_;
+};
+
+// Several independent prompts at once (batch = prompts.size()): each row has
+// its own sampler (seed + row), stop condition and state; results are in
+// prompt order. on_text receives the row index too.
+using BatchStreamCallback = std::function<void(int64_t row, std::string_view text, int64_t token)>;
+std::vector<GenerationResult> generate_batch(Engine& engine, std::span<const std::vector<int64_t>> prompts,
+                                             const GenerationOptions& options, int64_t max_length = 0,
+                                             const BatchStreamCallback& on_text = {});
+
+}  // namespace deltagen

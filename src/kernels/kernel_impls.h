@@ -1,0 +1,48 @@
+// The per-ISA kernel entry points behind matmul_nbits.h. Each is defined in
+// its own file compiled with that ISA's flags (see CMakeLists.txt); only the
+// dispatcher calls them, after cpu_features() said the ISA is there.
+#pragma once
+#include <cstdint>
+
+#include "kernels/activations.h"
+#include "kernels/packed_weights.h"
+
+namespace deltagen::kernels::detail {
+
+// Output columns [16*g_begin, 16*g_end) ∩ [0, N) of every row of Y, from
+// int8-quantized rows of A (accuracy_level 4 semantics).
+struct Q8GemmArgs {
+  const PackedWeights* w = nullptr;
+  const QuantizedRows* a = nullptr;
+  const float* bias = nullptr;  // N floats or null
+  float* y = nullptr;           // a->rows x ldy
+  int64_t ldy = 0;
+};
+void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
+void gemm_q8_avx2(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
+void gemm_q8_avx512(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
+
+// AMX path: A converted to bf16 once per call, weights dequantized to bf16
+// tiles per task, fp32 accumulation in tiles.
+constexpr int64_t kAmxRowBlock = 32;  // rows of A per C tile pair
+constexpr int64_t kAmxTileK = 32;     // bf16 values per tile row
+
+// rows x k floats (stride lda) -> bf16 rows of k_padded values (zero beyond k).
+void convert_rows_bf16_avx512(const float* a, int64_t rows, int64_t k, int64_t lda, uint16_t* out,
+                              int64_t k_padded);
+
+struct AmxGemmArgs {
+  const PackedWeights* w = nullptr;
+  const uint16_t* a = nullptr;  // m_padded x (k_tiles * kAmxTileK) bf16, zero padded
+  int64_t m = 0;                // valid rows
+  int64_t m_padded = 0;         // multiple of kAmxRowBlock
+  int64_t k_tiles = 0;          // ceil(K / kAmxTileK)
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+// Scratch for the dequantized weight tiles of one task.
+int64_t amx_panel_bytes(const PackedWeights& w, int64_t k_tiles, int64_t groups);
+void gemm_bf16_amx(const AmxGemmArgs& args, int64_t g_begin, int64_t g_end);
+
+}  // namespace deltagen::kernels::detail

@@ -1,0 +1,122 @@
+// The dispatcher: compiled for baseline x86-64; it only calls a per-ISA
+// kernel after cpu_features() said the CPU and OS support it.
+#include "kernels/matmul_nbits.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "kernels/activations.h"
+#include "kernels/kernel_impls.h"
+
+namespace deltagen::kernels {
+namespace {
+
+// Task sizes. Decode tasks cover ~16 KiB of weights: small enough that two
+// threads end within a task of each other on a 0.3 MB matrix, large enough
+// that the per-task cost (~1 µs in a pool) stays under a few percent.
+constexpr int64_t kQ8TaskBytes = 16 << 10;
+constexpr size_t kMaxTasks = 4096;
+// The AMX task's dequantized weight panel stays in L2 (2 MB per core here)
+// next to the 32-row block of A it is multiplied with.
+constexpr int64_t kAmxPanelBytes = 512 << 10;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Splits groups into tasks of `per_task` groups (raised to keep the task count bounded).
+void for_each_group_range(int64_t groups, int64_t per_task, const Parallel& parallel,
+                          void (*body)(const void*, int64_t, int64_t), const void* ctx) {
+  per_task = std::max<int64_t>(per_task, ceil_div(groups, int64_t(kMaxTasks)));
+  per_task = std::max<int64_t>(per_task, 1);
+  const int64_t tasks = ceil_div(groups, per_task);
+  if (tasks == 1) {
+    body(ctx, 0, groups);
+    return;
+  }
+  parallel.run(size_t(tasks), [&](size_t t) {
+    const int64_t g0 = int64_t(t) * per_task;
+    body(ctx, g0, std::min(groups, g0 + per_task));
+  });
+}
+
+struct Q8Call {
+  detail::Q8GemmArgs args;
+  void (*kernel)(const detail::Q8GemmArgs&, int64_t, int64_t);
+};
+
+void run_q8(const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
+            const Parallel& parallel, KernelLevel level) {
+  thread_local QuantizedRows quantized;  // reused call after call (decode: one row)
+  quantize_rows(a, m, w.shape().k, w.shape().k, w.shape().block_size, quantized);
+  Q8Call call;
+  call.args = {&w, &quantized, bias, y, w.shape().n};
+  call.kernel = level >= KernelLevel::Avx512 ? detail::gemm_q8_avx512
+                : level == KernelLevel::Avx2 ? detail::gemm_q8_avx2
+                                             : detail::gemm_q8_scalar;
+  // More rows per group = more work per group: keep tasks about equally long.
+  const int64_t per_task = std::max<int64_t>(1, kQ8TaskBytes / (w.group_stride() * std::max<int64_t>(1, m / 4)));
+  for_each_group_range(w.groups(), per_task, parallel, [](const void* ctx, int64_t g0, int64_t g1) {
+    const auto* c = static_cast<const Q8Call*>(ctx);
+    c->kernel(c->args, g0, g1);
+  }, &call);
+}
+
+struct FreeAligned {
+  void operator()(void* p) const { std::free(p); }
+};
+
+void run_amx(const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
+             const Parallel& parallel) {
+  const int64_t k = w.shape().k;
+  const int64_t k_tiles = ceil_div(k, detail::kAmxTileK);
+  const int64_t k_padded = k_tiles * detail::kAmxTileK;
+  const int64_t m_padded = ceil_div(m, detail::kAmxRowBlock) * detail::kAmxRowBlock;
+
+  thread_local std::unique_ptr<void, FreeAligned> a_buffer;
+  thread_local int64_t a_capacity = 0;
+  const int64_t a_bytes = m_padded * k_padded * int64_t(sizeof(uint16_t));
+  if (a_bytes > a_capacity) {
+    a_capacity = (a_bytes + 4095) / 4096 * 4096;
+    a_buffer.reset(std::aligned_alloc(64, size_t(a_capacity)));
+  }
+  uint16_t* a_bf16 = static_cast<uint16_t*>(a_buffer.get());
+
+  // A -> bf16, 32 rows per task; the padding rows are zeroed by the last task.
+  const int64_t row_tasks = m_padded / detail::kAmxRowBlock;
+  parallel.run(size_t(row_tasks), [&](size_t t) {
+    const int64_t m0 = int64_t(t) * detail::kAmxRowBlock;
+    const int64_t rows = std::min<int64_t>(detail::kAmxRowBlock, m - m0);
+    detail::convert_rows_bf16_avx512(a + m0 * k, rows, k, k, a_bf16 + m0 * k_padded, k_padded);
+    if (rows < detail::kAmxRowBlock)
+      std::fill(a_bf16 + (m0 + rows) * k_padded, a_bf16 + (m0 + detail::kAmxRowBlock) * k_padded, uint16_t(0));
+  });
+
+  detail::AmxGemmArgs args{&w, a_bf16, m, m_padded, k_tiles, bias, y, w.shape().n};
+  // Groups per task: as many as fit the panel budget, in pairs (2x2 tiles).
+  int64_t per_task = kAmxPanelBytes / detail::amx_panel_bytes(w, k_tiles, 1);
+  per_task = std::max<int64_t>(2, per_task / 2 * 2);
+  for_each_group_range(w.groups(), per_task, parallel, [](const void* ctx, int64_t g0, int64_t g1) {
+    detail::gemm_bf16_amx(*static_cast<const detail::AmxGemmArgs*>(ctx), g0, g1);
+  }, &args);
+}
+
+}  // namespace
+
+KernelLevel effective_level(int64_t m, const MatMulConfig& config) {
+  KernelLevel level = std::min(config.level, supported_level());
+  if (level == KernelLevel::Amx && m < config.amx_min_rows) level = KernelLevel::Avx512;
+  return level;
+}
+
+void matmul_nbits(const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
+                  const Parallel& parallel, const MatMulConfig& config) {
+  if (m <= 0) return;
+  const KernelLevel level = effective_level(m, config);
+  if (level == KernelLevel::Amx)
+    run_amx(w, a, m, bias, y, parallel);
+  else
+    run_q8(w, a, m, bias, y, parallel, level);
+}
+
+}  // namespace deltagen::kernels

@@ -1,0 +1,29 @@
+// Y = A · dequant(W)ᵀ (+ bias) for MatMulNBits weights repacked by
+// pack_weights(), on the fastest kernel family this CPU has:
+//   M <  amx_min_rows (decode):  int8-quantized A (per weight block, as
+//        accuracy_level 4), VPDPBUSD over the packed nibbles (AVX-512 VNNI;
+//        AVX2 and scalar fallbacks compute the same integers);
+//   M >= amx_min_rows (prefill): A and dequantized weights in bf16, AMX tiles
+//        with fp32 accumulation (when the CPU and OS allow AMX).
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+#include "kernels/packed_weights.h"
+#include "kernels/parallel.h"
+
+namespace deltagen::kernels {
+
+struct MatMulConfig {
+  KernelLevel level = default_level();  // a cap: lowered to what the CPU supports
+  int64_t amx_min_rows = 16;            // from bench/ (docs/performance.md)
+};
+
+// a: m x K floats, row-major; y: m x N floats; bias: N floats or null.
+void matmul_nbits(const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
+                  const Parallel& parallel, const MatMulConfig& config = {});
+
+// Which path matmul_nbits() takes for m rows under `config` (for tests and logs).
+KernelLevel effective_level(int64_t m, const MatMulConfig& config);
+
+}  // namespace deltagen::kernels

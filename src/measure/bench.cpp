@@ -1,0 +1,390 @@
+#include "measure/bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "measure/corpus.h"
+#include "measure/progress.h"
+#include "runtime/generator.h"
+#include "runtime/session.h"
+#include "util/error.h"
+
+namespace deltagen::measure {
+
+namespace fs = std::filesystem;
+
+void validate(const BenchOptions& o) {
+  if (o.prompt_tokens < 1) fail("--prompt", "needs at least 1 token");
+  if (o.gen_tokens < 1) fail("--gen", "needs at least 1 token");
+  if (o.warmup < 0) fail("--warmup", "must not be negative");
+  if (o.runs < 1) fail("--runs", "needs at least 1 run");
+  if (o.batch < 1) fail("--batch", "needs at least 1 row");
+  if (o.threads < 0) fail("--threads", "must not be negative");
+  if (o.rerun_noisy < 0) fail("--rerun-noisy", "must not be negative");
+  if (o.max_foreign_pct < 0) fail("--max-foreign", "must not be negative");
+  if (o.mem_bandwidth_gbps < 0) fail("--mem-bandwidth", "must not be negative");
+}
+
+namespace {
+
+// Lowest index on ties, like the runtime's greedy decoding.
+int64_t argmax(const float* row, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+
+// One loaded model with its generator and prompt, ready to run.
+class Bench {
+ public:
+  Bench(const fs::path& dir, std::string label, const BenchOptions& o) : options_(o) {
+    info_.label = std::move(label);
+    info_.dir = dir;
+    info_.graph = graph_facts(dir);
+    const int64_t rss_before = current_rss_bytes();
+    const double t0 = now_seconds();
+    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads});
+    const int64_t vocab = model_->vocab_size();
+    const int64_t context = model_->config().context_length;
+    // The last generated token is never run: N + M - 1 tokens per row.
+    const int64_t tokens = o.prompt_tokens + o.gen_tokens;
+    if (context > 0 && tokens > context)
+      fail(dir.string(), "prompt (" + std::to_string(o.prompt_tokens) + ") + generated tokens (" +
+                             std::to_string(o.gen_tokens) + ") exceed the context length " + std::to_string(context));
+    generator_ = std::make_unique<Generator>(*model_, o.batch, tokens);
+    info_.load_seconds = now_seconds() - t0;
+    info_.rss_after_load_bytes = current_rss_bytes();
+    info_.load_rss_bytes = info_.rss_after_load_bytes - rss_before;
+    // Every row its own prompt (seed + row), the same for every model, so
+    // that a --vs pair runs identical inputs.
+    for (int64_t b = 0; b < o.batch; ++b) {
+      auto row = pseudo_random_ids(o.prompt_tokens, vocab, o.seed + uint64_t(b));
+      prompt_.insert(prompt_.end(), row.begin(), row.end());
+    }
+    tokens_.resize(size_t(o.batch));
+  }
+
+  BenchModel& info() { return info_; }
+
+  // One run from an empty state; `what` names it on the progress line.
+  BenchRun run(Progress& progress, const std::string& what) {
+    const BenchOptions& o = options_;
+    BenchRun r;
+    progress.show(what + ": prefill " + std::to_string(o.prompt_tokens) + " tokens", true);
+    generator_->reset();
+    const CpuSample begin = sample_cpu();
+
+    double t0 = now_seconds();
+    Logits logits = generator_->forward(prompt_, false);
+    r.prefill_seconds = now_seconds() - t0;
+    pick_tokens(logits);
+    r.ttft_seconds = now_seconds() - t0;
+
+    r.step_seconds.reserve(size_t(std::max<int64_t>(o.gen_tokens - 2, 0)));
+    for (int64_t step = 1; step < o.gen_tokens; ++step) {
+      t0 = now_seconds();
+      logits = generator_->forward(tokens_, false);
+      pick_tokens(logits);
+      const double dt = now_seconds() - t0;
+      if (step == 1) r.first_step_seconds = dt;
+      else r.step_seconds.push_back(dt);
+      progress.show(what + ": decode " + std::to_string(step + 1) + "/" + std::to_string(o.gen_tokens));
+    }
+
+    r.meter = interference_between(begin, sample_cpu());
+    r.noisy = is_noisy(r.meter, o.max_foreign_pct);
+    r.prompt_tps = double(o.batch * o.prompt_tokens) / r.prefill_seconds;
+    if (!r.step_seconds.empty()) {
+      double sum = 0;
+      for (double s : r.step_seconds) sum += s;
+      r.gen_tps = double(o.batch) / (sum / double(r.step_seconds.size()));
+    } else if (r.first_step_seconds > 0) {
+      r.gen_tps = double(o.batch) / r.first_step_seconds;  // M == 2: the only step there is
+    }
+    return r;
+  }
+
+ private:
+  void pick_tokens(const Logits& logits) {
+    for (int64_t b = 0; b < logits.batch; ++b) tokens_[size_t(b)] = argmax(logits.row(b, logits.rows - 1), logits.vocab);
+  }
+
+  BenchOptions options_;
+  BenchModel info_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Generator> generator_;
+  std::vector<int64_t> prompt_;  // [batch, N]
+  std::vector<int64_t> tokens_;  // [batch]: the last generated token of each row
+};
+
+BenchStats stats_of(const BenchModel& m, const BenchOptions& o) {
+  BenchStats s;
+  s.runs = int64_t(m.runs.size());
+  std::vector<const BenchRun*> use;
+  for (const auto& r : m.runs)
+    if (!r.noisy) use.push_back(&r);
+  s.clean_runs = int64_t(use.size());
+  if (use.empty()) {
+    s.noisy_only = true;
+    for (const auto& r : m.runs) use.push_back(&r);
+  }
+  std::vector<double> pp, tg, ttft, first, foreign, steps;
+  for (const BenchRun* r : use) {
+    pp.push_back(r->prompt_tps);
+    tg.push_back(r->gen_tps);
+    ttft.push_back(r->ttft_seconds * 1e3);
+    first.push_back(r->first_step_seconds * 1e3);
+    foreign.push_back(r->meter.foreign_cpu_pct);
+    for (double t : r->step_seconds) steps.push_back(t * 1e3);
+  }
+  s.prompt_tps = summarize(pp);
+  s.gen_tps = summarize(tg);
+  s.ttft_ms = summarize(ttft);
+  s.first_step_ms = summarize(first);
+  s.foreign_cpu_pct = summarize(foreign);
+  std::sort(steps.begin(), steps.end());
+  s.step_p50_ms = percentile_sorted(steps, 50);
+  s.step_p90_ms = percentile_sorted(steps, 90);
+  s.step_p99_ms = percentile_sorted(steps, 99);
+  // A decode step reads the weights once for the whole batch.
+  s.decode_weight_gbps = double(m.graph.decode_read_bytes()) * (s.gen_tps.mean / double(o.batch)) / 1e9;
+  if (o.mem_bandwidth_gbps > 0) s.bandwidth_efficiency = s.decode_weight_gbps / o.mem_bandwidth_gbps;
+  return s;
+}
+
+std::string label_for(const fs::path& dir) {
+  fs::path p = dir;
+  if (p.filename().empty()) p = p.parent_path();  // "dir/"
+  return p.filename().string();
+}
+
+}  // namespace
+
+BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& options) {
+  validate(options);
+  if (dirs.empty() || dirs.size() > 2) fail("bench", "expected one model, or two with --vs");
+  BenchReport report;
+  report.options = options;
+  Progress progress(options.progress);
+
+  std::vector<std::unique_ptr<Bench>> benches;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    progress.show("loading " + dirs[i].string(), true);
+    benches.push_back(std::make_unique<Bench>(dirs[i], label_for(dirs[i]), options));
+  }
+  const bool vs = benches.size() == 2;
+  auto name = [&](size_t i) { return vs ? std::string(i == 0 ? "A " : "B ") : std::string(); };
+
+  // Warm-ups alternate too, so both models see the same machine state.
+  for (int64_t w = 0; w < options.warmup; ++w)
+    for (size_t i = 0; i < benches.size(); ++i)
+      benches[i]->run(progress, name(i) + "warm-up " + std::to_string(w + 1) + "/" + std::to_string(options.warmup));
+
+  // Measured runs (pairs with --vs), then up to rerun_noisy extra ones while
+  // fewer than `runs` are clean.
+  int64_t clean = 0, extra = 0;
+  for (int64_t k = 0; k < options.runs || (clean < options.runs && extra < options.rerun_noisy); ++k) {
+    if (k >= options.runs) ++extra;
+    bool noisy = false;
+    for (size_t i = 0; i < benches.size(); ++i) {
+      std::string what = name(i) + "run " + std::to_string(k + 1) + "/" + std::to_string(options.runs);
+      if (k >= options.runs) what += " (re-run for a noisy one)";
+      BenchRun r = benches[i]->run(progress, what);
+      noisy = noisy || r.noisy;
+      benches[i]->info().runs.push_back(std::move(r));
+    }
+    if (!noisy) ++clean;
+    if (vs) {
+      BenchPair p;
+      p.index = k;
+      const BenchRun& a = benches[0]->info().runs.back();
+      const BenchRun& b = benches[1]->info().runs.back();
+      p.prompt_ratio = b.prompt_tps / a.prompt_tps;
+      p.gen_ratio = a.gen_tps > 0 ? b.gen_tps / a.gen_tps : 0;
+      p.noisy = noisy;
+      report.pairs.push_back(p);
+    }
+  }
+  progress.done();
+
+  for (auto& b : benches) {
+    b->info().stats = stats_of(b->info(), options);
+    report.models.push_back(std::move(b->info()));
+  }
+  if (vs) {
+    std::vector<double> pr, gr;
+    for (const auto& p : report.pairs)
+      if (!p.noisy) pr.push_back(p.prompt_ratio), gr.push_back(p.gen_ratio);
+    if (pr.empty())
+      for (const auto& p : report.pairs) pr.push_back(p.prompt_ratio), gr.push_back(p.gen_ratio);
+    report.clean_pairs = clean;
+    report.prompt_ratio = summarize(pr);
+    report.gen_ratio = summarize(gr);
+  }
+  report.peak_rss_bytes = peak_rss_bytes();
+  return report;
+}
+
+// ---- reports ------------------------------------------------------------------------
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// "97.9 ± 2.1" (the ± part only with more than one value).
+std::string mean_sd(const Summary& s, const char* f = "%.2f") {
+  std::string out = fmt(f, s.mean);
+  if (s.n > 1) out += " ± " + fmt(f, s.stddev);
+  return out;
+}
+
+std::string gib(int64_t bytes) { return fmt("%.2f GiB", double(bytes) / double(1ll << 30)); }
+std::string mb(int64_t bytes) { return fmt("%.1f MB", double(bytes) / 1e6); }
+
+std::string run_line(const BenchRun& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%9.3f %9.2f %9.1f %9.2f %8.2f %7.1f %7.1f%s", r.prefill_seconds, r.prompt_tps,
+                r.ttft_seconds * 1e3, r.gen_tps, r.first_step_seconds * 1e3, r.meter.foreign_cpu_pct,
+                r.meter.steal_pct, r.noisy ? "  NOISY" : "");
+  return buf;
+}
+
+const char* kRunHeader = "prefill_s    pp t/s   ttft_ms    tg t/s  step1_ms foreign%  steal%";
+
+}  // namespace
+
+std::string to_markdown(const BenchReport& r) {
+  const BenchOptions& o = r.options;
+  const std::string pp = "pp" + std::to_string(o.prompt_tokens), tg = "tg" + std::to_string(o.gen_tokens);
+  std::string out;
+  out += "| model | nodes | weights | read/step | threads | batch | " + pp + " t/s | " + tg +
+         " t/s | TTFT ms | step p50/p90/p99 ms | decode weight GB/s" + (o.mem_bandwidth_gbps > 0 ? " (of membw)" : "") +
+         " | load s | peak RSS | clean runs | foreign CPU % |\n";
+  out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (size_t i = 0; i < r.models.size(); ++i) {
+    const BenchModel& m = r.models[i];
+    const BenchStats& s = m.stats;
+    std::string label = (r.models.size() == 2 ? std::string(i == 0 ? "A: " : "B: ") : std::string()) + m.label;
+    std::string bw = fmt("%.2f", s.decode_weight_gbps);
+    if (s.bandwidth_efficiency > 0) bw += fmt(" (%.0f %%)", 100 * s.bandwidth_efficiency);
+    out += "| " + label + " | " + std::to_string(m.graph.node_count) + " | " + mb(m.graph.weight_bytes) + " | " +
+           mb(m.graph.decode_read_bytes()) + " | " + (o.threads ? std::to_string(o.threads) : std::string("default")) +
+           " | " + std::to_string(o.batch) + " | " + mean_sd(s.prompt_tps) + " | " + mean_sd(s.gen_tps) + " | " +
+           mean_sd(s.ttft_ms, "%.1f") + " | " + fmt("%.2f", s.step_p50_ms) + " / " + fmt("%.2f", s.step_p90_ms) +
+           " / " + fmt("%.2f", s.step_p99_ms) + " | " + bw + " | " + fmt("%.2f", m.load_seconds) + " | " +
+           gib(r.peak_rss_bytes) + " | " + std::to_string(s.clean_runs) + "/" + std::to_string(s.runs) +
+           (s.noisy_only ? " (all noisy)" : "") + " | " + fmt("%.1f", s.foreign_cpu_pct.max) + " max |\n";
+  }
+  if (r.models.size() == 2) {
+    out += "\n| B / A over " + std::to_string(r.prompt_ratio.n) + (r.clean_pairs ? " clean" : " (all noisy)") +
+           " pairs | geomean | min | max |\n|---|---:|---:|---:|\n";
+    out += "| " + pp + " | " + fmt("%.3f", r.prompt_ratio.geomean) + " | " + fmt("%.3f", r.prompt_ratio.min) + " | " +
+           fmt("%.3f", r.prompt_ratio.max) + " |\n";
+    out += "| " + tg + " | " + fmt("%.3f", r.gen_ratio.geomean) + " | " + fmt("%.3f", r.gen_ratio.min) + " | " +
+           fmt("%.3f", r.gen_ratio.max) + " |\n";
+  }
+  return out;
+}
+
+std::string to_text(const BenchReport& r) {
+  const BenchOptions& o = r.options;
+  std::string out;
+  out += "bench: prompt " + std::to_string(o.prompt_tokens) + " tokens, " + std::to_string(o.gen_tokens) +
+         " generated (greedy), batch " + std::to_string(o.batch) + ", " + std::to_string(o.warmup) + " warm-up + " +
+         std::to_string(o.runs) + " runs" + (r.models.size() == 2 ? " alternating A B" : "") + ", threads " +
+         (o.threads ? std::to_string(o.threads) : std::string("default")) + "\n";
+  for (size_t i = 0; i < r.models.size(); ++i) {
+    const BenchModel& m = r.models[i];
+    out += std::string(r.models.size() == 2 ? (i == 0 ? "A: " : "B: ") : "model: ") + m.dir.string() + " (" +
+           std::to_string(m.graph.node_count) + " nodes, " + mb(m.graph.weight_bytes) + " weights, load " +
+           fmt("%.2f", m.load_seconds) + " s, +" + gib(m.load_rss_bytes) + " RSS)\n";
+  }
+  out += "\n";
+  for (size_t k = 0; k < r.models[0].runs.size(); ++k) {
+    if (k == 0) out += std::string(r.models.size() == 2 ? "run model " : "run ") + kRunHeader + "\n";
+    for (size_t i = 0; i < r.models.size(); ++i) {
+      out += fmt("%3.0f", double(k + 1));
+      if (r.models.size() == 2) out += i == 0 ? "   A  " : "   B  ";
+      out += " " + run_line(r.models[i].runs[k]) + "\n";
+    }
+    if (r.models.size() == 2) {
+      const BenchPair& p = r.pairs[k];
+      out += "      B/A pp " + fmt("%.3f", p.prompt_ratio) + "  tg " + fmt("%.3f", p.gen_ratio) +
+             (p.noisy ? "  (noisy pair)" : "") + "\n";
+    }
+  }
+  out += "foreign% = CPU time of other processes during the run, % of one core; NOISY = above " +
+         fmt("%.0f", o.max_foreign_pct) + " % (and more than the clock tick's resolution). Summaries use the clean runs.\n";
+  out += "\n" + to_markdown(r);
+  return out;
+}
+
+nlohmann::json to_json(const BenchReport& r) {
+  using nlohmann::json;
+  const BenchOptions& o = r.options;
+  json j;
+  j["options"] = {{"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},     {"warmup", o.warmup},
+                  {"runs", o.runs},                   {"batch", o.batch},               {"threads", o.threads},
+                  {"seed", o.seed},                   {"max_foreign_pct", o.max_foreign_pct},
+                  {"rerun_noisy", o.rerun_noisy},     {"mem_bandwidth_gbps", o.mem_bandwidth_gbps}};
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  j["models"] = json::array();
+  for (const auto& m : r.models) {
+    json runs = json::array();
+    for (const auto& run : m.runs) {
+      runs.push_back({{"prefill_seconds", run.prefill_seconds},
+                      {"ttft_seconds", run.ttft_seconds},
+                      {"first_step_seconds", run.first_step_seconds},
+                      {"step_seconds", run.step_seconds},
+                      {"prompt_tps", run.prompt_tps},
+                      {"gen_tps", run.gen_tps},
+                      {"wall_seconds", run.meter.wall_seconds},
+                      {"foreign_cpu_seconds", run.meter.foreign_cpu_seconds},
+                      {"foreign_cpu_pct", run.meter.foreign_cpu_pct},
+                      {"steal_pct", run.meter.steal_pct},
+                      {"self_cpu_pct", run.meter.self_cpu_pct},
+                      {"noisy", run.noisy}});
+    }
+    const BenchStats& s = m.stats;
+    j["models"].push_back({{"label", m.label},
+                           {"dir", m.dir.string()},
+                           {"graph", to_json(m.graph)},
+                           {"load_seconds", m.load_seconds},
+                           {"rss_after_load_bytes", m.rss_after_load_bytes},
+                           {"load_rss_bytes", m.load_rss_bytes},
+                           {"runs", runs},
+                           {"summary",
+                            {{"runs", s.runs},
+                             {"clean_runs", s.clean_runs},
+                             {"noisy_only", s.noisy_only},
+                             {"prompt_tps", to_json(s.prompt_tps)},
+                             {"gen_tps", to_json(s.gen_tps)},
+                             {"ttft_ms", to_json(s.ttft_ms)},
+                             {"first_step_ms", to_json(s.first_step_ms)},
+                             {"step_p50_ms", s.step_p50_ms},
+                             {"step_p90_ms", s.step_p90_ms},
+                             {"step_p99_ms", s.step_p99_ms},
+                             {"foreign_cpu_pct", to_json(s.foreign_cpu_pct)},
+                             {"decode_weight_gbps", s.decode_weight_gbps},
+                             {"bandwidth_efficiency", s.bandwidth_efficiency}}}});
+  }
+  if (r.models.size() == 2) {
+    json pairs = json::array();
+    for (const auto& p : r.pairs)
+      pairs.push_back({{"index", p.index}, {"prompt_ratio", p.prompt_ratio}, {"gen_ratio", p.gen_ratio}, {"noisy", p.noisy}});
+    j["pairs"] = pairs;
+    j["ratio"] = {{"clean_pairs", r.clean_pairs}, {"prompt", to_json(r.prompt_ratio)}, {"generation", to_json(r.gen_ratio)}};
+  }
+  return j;
+}
+
+}  // namespace deltagen::measure

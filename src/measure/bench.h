@@ -1,0 +1,117 @@
+// deltagen bench: the speed of a built model, measured the way the upstream
+// onnxruntime-genai benchmark and llama-bench measure it, plus what a shared
+// machine needs to trust the numbers.
+//
+// One run (after Generator::reset):
+//   prefill   a prompt of N pseudo-random token ids per row in one run, logits
+//             of the last position only; prompt tokens/s = batch * N / its
+//             wall time;
+//   first     argmax of those logits: the first generated token. Time to first
+//             token = prefill + this argmax;
+//   decode    M - 1 further greedy steps, one model run each, every step timed
+//             on its own (run + argmax). The first decode step is reported on
+//             its own (first_step) and left out of the decode statistics, as
+//             upstream does; generation tokens/s = batch / mean step time over
+//             the rest, and the latency percentiles come from the same steps.
+// W warm-up runs come first and are not reported; R measured runs follow.
+//
+// Every run records the interference meter (measure/meters.h); a run with
+// more than max_foreign_pct of a core used by other processes is "noisy".
+// Summaries use the clean runs only (all runs if none is clean, flagged), and
+// rerun_noisy allows that many extra runs to replace noisy ones.
+//
+// --vs: two models loaded in one process and run alternately (A B A B ...),
+// each pair giving B/A ratios, so that slow drifts of a shared VM hit both
+// sides of a ratio alike.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "measure/graph_facts.h"
+#include "measure/meters.h"
+#include "measure/stats.h"
+
+namespace deltagen::measure {
+
+struct BenchOptions {
+  int64_t prompt_tokens = 1000;  // N per row
+  int64_t gen_tokens = 100;      // M per row, the first one from the prefill
+  int64_t warmup = 1;            // W, per model
+  int64_t runs = 5;              // R, per model (pairs with --vs)
+  int64_t batch = 1;
+  int threads = 0;               // ONNX Runtime intra-op threads; 0 = its default
+  uint64_t seed = 0;             // of the prompt ids
+  double max_foreign_pct = 15;   // a run above this is noisy
+  int64_t rerun_noisy = 0;       // extra runs (or pairs) allowed to replace noisy ones
+  double mem_bandwidth_gbps = 0; // the machine's read bandwidth, for the efficiency column; 0 = unknown
+  bool progress = false;         // progress lines on stderr (the CLI sets it only for a terminal)
+};
+
+// Throws Error for values no benchmark can run with.
+void validate(const BenchOptions& o);
+
+struct BenchRun {
+  double prefill_seconds = 0;
+  double ttft_seconds = 0;        // prefill + the first argmax
+  double first_step_seconds = 0;  // the first decode step (0 with M < 2)
+  std::vector<double> step_seconds;  // decode steps 2 .. M-1
+  double prompt_tps = 0;
+  double gen_tps = 0;             // batch / mean(step_seconds); 0 without steps
+  Interference meter;
+  bool noisy = false;
+};
+
+struct BenchStats {
+  int64_t runs = 0;         // runs measured
+  int64_t clean_runs = 0;   // runs below the interference threshold: the ones the summaries use
+  bool noisy_only = false;  // no run was clean: the summaries use all of them, flagged
+  Summary prompt_tps, gen_tps, ttft_ms, first_step_ms, foreign_cpu_pct;
+  double step_p50_ms = 0, step_p90_ms = 0, step_p99_ms = 0;  // over the clean runs' steps
+  // Weights streamed per second in decode: decode_read_bytes * steps/s.
+  double decode_weight_gbps = 0;
+  double bandwidth_efficiency = 0;  // decode_weight_gbps / the machine's bandwidth; 0 = unknown
+};
+
+struct BenchModel {
+  std::string label;
+  std::filesystem::path dir;
+  GraphFacts graph;
+  double load_seconds = 0;         // Model::load + allocating the generator's state
+  int64_t rss_after_load_bytes = 0;
+  int64_t load_rss_bytes = 0;      // VmRSS growth during the load
+  std::vector<BenchRun> runs;      // measured runs, in order (warm-ups are not kept)
+  BenchStats stats;
+};
+
+struct BenchPair {
+  int64_t index = 0;
+  double prompt_ratio = 0;  // B / A tokens/s
+  double gen_ratio = 0;
+  bool noisy = false;       // either run was
+};
+
+struct BenchReport {
+  BenchOptions options;
+  std::vector<BenchModel> models;  // one, or A and B with --vs
+  std::vector<BenchPair> pairs;    // --vs only
+  Summary prompt_ratio, gen_ratio; // over clean pairs (all if none is clean)
+  int64_t clean_pairs = 0;
+  int64_t peak_rss_bytes = 0;      // VmHWM of the process at the end
+};
+
+// Benchmarks one model, or `dirs[0]` against `dirs[1]` alternately.
+BenchReport run_bench(const std::vector<std::filesystem::path>& dirs, const BenchOptions& options);
+
+nlohmann::json to_json(const BenchReport& r);
+// Per-run lines (noisy runs marked), then a llama-bench-style markdown table
+// and, with two models, the per-pair ratios.
+std::string to_text(const BenchReport& r);
+// Only the markdown tables (for docs/results.md).
+std::string to_markdown(const BenchReport& r);
+
+}  // namespace deltagen::measure

@@ -1,0 +1,88 @@
+#include "measure/graph_facts.h"
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
+
+#include "graph/model_summary.h"
+#include "runtime/genai_config.h"
+
+namespace deltagen::measure {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Bits per element of an ONNX tensor data type (0 for strings and unknowns).
+int64_t element_bits(int32_t type) {
+  switch (type) {
+    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: return 32;
+    case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: return 64;
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16:
+    case onnx::TensorProto::INT16: case onnx::TensorProto::UINT16: return 16;
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 8;
+    default: break;
+  }
+  // INT4 / UINT4 (IR 10) are not in every onnx release's enum; compare the numbers.
+  if (type == 21 || type == 22) return 4;
+  return 0;
+}
+
+int64_t tensor_bytes(const onnx::TensorProto& t) {
+  int64_t count = 1;
+  for (int64_t d : t.dims()) count *= d;
+  return (count * element_bits(t.data_type()) + 7) / 8;
+}
+
+// Whether input `index` of `node` reads only the rows a token selects.
+bool row_indexed_input(const onnx::NodeProto& node, int index) {
+  const std::string& op = node.op_type();
+  if (op == "Gather" || op == "GatherBlockQuantized" || op == "GatherND") return index == 0;
+  if (op == "RotaryEmbedding") return index == 2 || index == 3;        // cos_cache, sin_cache
+  if (op == "GroupQueryAttention") return index == 7 || index == 8;    // its own rotary's cos/sin caches
+  return false;
+}
+
+fs::path resolve(const fs::path& dir_or_file) {
+  if (!fs::is_directory(dir_or_file)) return dir_or_file;
+  fs::path config = dir_or_file / "genai_config.json";
+  if (fs::exists(config)) return dir_or_file / load_genai_config(config).model_filename;
+  return dir_or_file / "model.onnx";
+}
+
+}  // namespace
+
+GraphFacts graph_facts(const onnx::ModelProto& model, const fs::path& file) {
+  GraphFacts f;
+  f.model_file = file;
+  const auto& g = model.graph();
+  f.node_count = g.node_size();
+  std::set<std::string> full_read, row_read;
+  for (const auto& n : g.node()) {
+    ++f.op_counts[graph::qualified_op(n)];
+    for (int i = 0; i < n.input_size(); ++i) (row_indexed_input(n, i) ? row_read : full_read).insert(n.input(i));
+  }
+  for (const auto& t : g.initializer()) {
+    const int64_t bytes = tensor_bytes(t);
+    f.weight_bytes += bytes;
+    if (row_read.count(t.name()) && !full_read.count(t.name())) f.row_indexed_bytes += bytes;
+  }
+  return f;
+}
+
+GraphFacts graph_facts(const fs::path& dir_or_file) {
+  const fs::path file = resolve(dir_or_file);
+  return graph_facts(graph::load_model_proto(file), file);
+}
+
+nlohmann::json to_json(const GraphFacts& f) {
+  return {{"model_file", f.model_file.string()},
+          {"node_count", f.node_count},
+          {"op_counts", f.op_counts},
+          {"weight_bytes", f.weight_bytes},
+          {"row_indexed_bytes", f.row_indexed_bytes},
+          {"decode_read_bytes", f.decode_read_bytes()}};
+}
+
+}  // namespace deltagen::measure

@@ -1,0 +1,39 @@
+// What a benchmark needs to know about the graph it ran: node counts and the
+// bytes of weights one decode step reads.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace deltagen::measure {
+
+struct GraphFacts {
+  std::filesystem::path model_file;
+  int64_t node_count = 0;
+  std::map<std::string, int64_t> op_counts;  // "MatMul", "com.microsoft.LinearAttention"
+  int64_t weight_bytes = 0;                  // every initializer
+  // Initializers a decode step reads only a few rows of: the data input of a
+  // Gather (the embedding table) and the cos/sin caches of RotaryEmbedding or
+  // GroupQueryAttention, when nothing else uses them. A tied embedding that the lm_head also
+  // multiplies is read in full, so it is not counted here.
+  int64_t row_indexed_bytes = 0;
+  // What one decode step streams from memory for weights: weight_bytes -
+  // row_indexed_bytes. (KV cache and recurrent-state traffic come on top.)
+  int64_t decode_read_bytes() const { return weight_bytes - row_indexed_bytes; }
+};
+
+// `dir` is a built model folder (genai_config.json names the .onnx file) or
+// an .onnx file. Reads only the graph, never the external weight data.
+GraphFacts graph_facts(const std::filesystem::path& dir_or_file);
+GraphFacts graph_facts(const onnx::ModelProto& model, const std::filesystem::path& file);
+
+nlohmann::json to_json(const GraphFacts& f);
+
+}  // namespace deltagen::measure

@@ -1,0 +1,91 @@
+// Every scenario switch of the builder lives in BuildOptions (one struct,
+// like onnxruntime-genai's extra_options), so that a CLI flag, a test and a
+// benchmark all say the same thing. The CLI flag of each field is named in
+// its comment; docs/graph-optimizations.md measures what each one changes.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace deltagen {
+
+struct BuildOptions {
+  // ---- precision ------------------------------------------------------------------
+  // --precision: weight storage. fp32 | fp16 | bf16 store float weights;
+  // int4 | int8 block-quantize every projection (com.microsoft.MatMulNBits).
+  std::string precision = "fp32";
+  // --activations: dtype of activations, KV cache and logits. "" = the
+  // precision's own (fp32 for int4/int8, like upstream's CPU builds); only
+  // quantized builds may choose (int4 + fp16 = upstream's q4f16 graph).
+  std::string activations;
+  // --state-dtype: linear-attention conv + recurrent state. HF keeps it fp32;
+  // upstream uses the activation dtype. fp32 | fp16 | bf16.
+  std::string state_dtype = "fp32";
+  // --block-size, --asymmetric, --accuracy-level: MatMulNBits settings.
+  int64_t block_size = 32;
+  bool asymmetric = false;   // false: symmetric, no zero points (ORT's default quantizer)
+  int64_t accuracy_level = 4;  // 4 = int8 activations in the CPU kernel (fastest on CPU)
+  // --keep-lm-head: lm_head (and a tied embedding) in another precision than
+  // the layers: fp32 | fp16 | bf16 | int8 | int4; "" = like the layers.
+  std::string lm_head_precision;
+  // --linear-attn-bits: 8 keeps every Gated DeltaNet projection in int8 in an
+  // int4 build (upstream's k_quant_linear selector without its MLP part); 0 = like the layers.
+  int64_t linear_attn_bits = 0;
+  // --embedding-gather float: in a quantized build with tied embeddings, keep a
+  // separate float embedding table (upstream's default) instead of one
+  // GatherBlockQuantized over the quantized lm_head (stored once).
+  bool quantized_embedding_gather = true;
+
+  // ---- graph I/O ------------------------------------------------------------------
+  bool exclude_embeds = false;   // --exclude-embeds: input inputs_embeds [B,S,H] instead of input_ids
+  bool exclude_lm_head = false;  // --exclude-lm-head: output hidden_states [B,S,H] instead of logits
+  bool prune_lm_head = false;    // --prune-lm-head: logits of the last position only, [B,1,V]
+
+  // ---- the two upstream optimizations (defaults) and their old forms --------------
+  // --norm-upcast: Cast every RMSNorm input to fp32 and its outputs back, with
+  // fp32 norm weights (upstream before #2101). No effect when activations are fp32.
+  bool norm_upcast = false;
+  // --l2norm: Gated DeltaNet q/k L2 norm.
+  //   lpnorm      one LpNormalization (x / |x|, upstream since #2127)
+  //   lpnorm-eps  HF's x / sqrt(|x|^2 + 1e-6) exactly, as LpNormalization over x
+  //               padded with sqrt(1e-6) (Pad + LpNormalization + Slice)
+  //   decomposed  Mul, ReduceSum, Add(1e-6), Sqrt, Reciprocal, Mul (upstream before #2127)
+  std::string l2norm = "lpnorm";
+  // Deprecated spelling of l2norm = "lpnorm-eps" (--exact-l2norm-eps), kept
+  // while other tools still set it; build_model treats true as lpnorm-eps.
+  bool exact_l2norm_eps = false;
+
+  // ---- further cuts (defaults) and their old forms ---------------------------------
+  bool q_scale_mul = false;         // --q-scale-mul: separate Mul by 1/sqrt(dk) instead of LinearAttention's scale
+  bool conv_channels_last = false;  // --conv-channels-last: CausalConvWithState on [B,S,C], no Transposes; the
+                                    // conv_state I/O becomes [B, K-1, C] (so it is opt-in)
+  bool rotary_in_attention = true;  // --no-rotary-in-attention: GroupQueryAttention applies the partial
+                                    // rotary itself when rotary_dim is a multiple of 16 (its kernel's rule)
+  bool fuse_projections = true;     // --no-fuse-projections: one MatMul(NBits) + Split per layer for
+                                    // in_proj_{qkv,z,b,a}, q/k/v_proj and gate/up_proj
+  bool linear_attention_gate = true;  // --no-linear-attention-gate: Add/Softplus/Mul/Sigmoid instead of
+                                      // com.microsoft.LinearAttentionGate
+  bool gated_rmsnorm = true;        // --no-gated-rmsnorm: Reshape/SimplifiedLayerNormalization/Reshape +
+                                    // SiLU + Mul instead of com.microsoft.GatedRMSNorm
+
+  // ---- files and resources ------------------------------------------------------
+  // Rows of the rotary cos/sin cache (the longest context the model serves);
+  // 0 = config.max_position_embeddings. Also written as context_length and
+  // search.max_length in genai_config.json. Positions must stay below it.
+  int64_t context_length = 0;
+  // Weights go to model.onnx.data when the total exceeds this many bytes
+  // (always above 2 GB: protobuf's limit). External data keeps the writer's
+  // memory at one tensor instead of the whole model.
+  int64_t external_data_threshold = int64_t(64) << 20;
+  bool show_progress = true;  // progress on stderr, only when stderr is a terminal
+  int threads = 0;            // --threads: quantization/conversion threads; 0 = all cores
+};
+
+// Throws Error("--precision: ...") etc. for options no build can satisfy, so
+// callers can reject them before touching any file.
+void validate_build_options(const BuildOptions& opts);
+
+// The options with deprecated fields folded into their replacements
+// (exact_l2norm_eps -> l2norm = "lpnorm-eps"); validates.
+BuildOptions normalized_build_options(BuildOptions opts);
+
+}  // namespace deltagen

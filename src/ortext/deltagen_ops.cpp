@@ -1,0 +1,19 @@
+#include "ortext/deltagen_ops.h"
+
+#include "ortext/matmul_nbits_op.h"
+
+namespace deltagen::ortext {
+
+void register_deltagen_ops(Ort::SessionOptions& options) {
+  // Sessions keep raw pointers to the op and the domain: both live (and are
+  // deliberately never destroyed) for the whole process.
+  static const MatMulNBitsOp* const matmul_nbits = new MatMulNBitsOp();
+  static Ort::CustomOpDomain* const domain = [] {
+    auto* d = new Ort::CustomOpDomain(kDeltagenDomain);
+    d->Add(matmul_nbits);
+    return d;
+  }();
+  options.Add(*domain);
+}
+
+}  // namespace deltagen::ortext

@@ -1,0 +1,33 @@
+// deltagen's own ONNX Runtime kernels, registered through ORT's custom-op
+// interface under the domain "deltagen". The model file stays portable: it
+// names com.microsoft ops, and fast_session.h switches nodes to this domain in
+// memory at load time.
+//
+// deltagen.MatMulNBits: the inputs, outputs and attributes of
+// com.microsoft.MatMulNBits (A float, B uint8, scales float, optional
+// zero_points uint8, g_idx (must be absent), bias float), bits 4 only. Weights
+// are repacked once when the session is created (src/kernels/packed_weights.h).
+//
+// Session config entries the kernels read (SessionOptions::AddConfigEntry):
+//   deltagen.matmul.max_level      scalar|avx2|avx512|amx: cap the kernel family
+//   deltagen.matmul.amx_min_rows   M from which the AMX path is taken
+//   deltagen.matmul.compact_scales 0 to keep fp32 block scales (default 1: fp16
+//                                  when lossless enough)
+#pragma once
+#include <onnxruntime_cxx_api.h>
+
+namespace deltagen::ortext {
+
+inline constexpr const char* kDeltagenDomain = "deltagen";
+inline constexpr int kDeltagenOpsetVersion = 1;
+
+inline constexpr const char* kConfigMaxLevel = "deltagen.matmul.max_level";
+inline constexpr const char* kConfigAmxMinRows = "deltagen.matmul.amx_min_rows";
+inline constexpr const char* kConfigCompactScales = "deltagen.matmul.compact_scales";
+
+// Adds the "deltagen" custom-op domain to `options`. Call once per
+// SessionOptions (registering twice makes session creation fail). The domain
+// lives for the whole process, so sessions may outlive any caller object.
+void register_deltagen_ops(Ort::SessionOptions& options);
+
+}  // namespace deltagen::ortext

@@ -1,0 +1,44 @@
+#include "ortext/fast_session.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ortext/deltagen_ops.h"
+#include "util/error.h"
+
+namespace deltagen::ortext {
+namespace fs = std::filesystem;
+
+bool fast_kernels_enabled_by_environment() {
+  const char* v = std::getenv("DELTAGEN_KERNELS");
+  return !(v && std::string(v) == "ort");
+}
+
+Ort::Session create_session_with_fast_kernels(Ort::Env& env, const fs::path& model_onnx,
+                                              const Ort::SessionOptions& options, RewriteSummary* summary,
+                                              const RewriteOptions& rewrite) {
+  if (summary) *summary = {};
+  if (!fast_kernels_enabled_by_environment()) return Ort::Session(env, model_onnx.c_str(), options);
+
+  std::ifstream in(model_onnx, std::ios::binary);
+  if (!in) fail(model_onnx.string(), "cannot open");
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes.str())) fail(model_onnx.string(), "not an ONNX model");
+
+  const RewriteSummary result = use_deltagen_matmul_nbits(model, rewrite);
+  if (summary) *summary = result;
+  if (result.rewritten == 0) return Ort::Session(env, model_onnx.c_str(), options);
+
+  const std::string rewritten = model.SerializeAsString();
+  Ort::SessionOptions session_options = options.Clone();
+  register_deltagen_ops(session_options);
+  const fs::path folder = model_onnx.has_parent_path() ? model_onnx.parent_path() : fs::path(".");
+  session_options.AddConfigEntry("session.model_external_initializers_file_folder_path", folder.c_str());
+  return Ort::Session(env, rewritten.data(), rewritten.size(), session_options);
+}
+
+}  // namespace deltagen::ortext

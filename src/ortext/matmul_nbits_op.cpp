@@ -1,0 +1,215 @@
+#include "ortext/matmul_nbits_op.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ortext/deltagen_ops.h"
+#include "util/error.h"
+
+namespace deltagen::ortext {
+namespace {
+
+enum Input : size_t { kA = 0, kB = 1, kScales = 2, kZeroPoints = 3, kGIdx = 4, kBias = 5 };
+
+
+bool input_present(const Ort::ConstKernelInfo& info, size_t index) {
+  return index < info.GetInputCount() && !info.GetInputName(index).empty();
+}
+
+// Runs kernel tasks on the session's intra-op thread pool (OrtApi
+// KernelContext_ParallelFor; serial when the pool has one thread).
+class OrtParallel final : public kernels::Parallel {
+ public:
+  explicit OrtParallel(const Ort::KernelContext& ctx) : ctx_(ctx) {}
+  void run(size_t count, const std::function<void(size_t)>& task) const override {
+    if (count == 1) {
+      task(0);
+      return;
+    }
+    auto trampoline = [](void* user, size_t i) { (*static_cast<const std::function<void(size_t)>*>(user))(i); };
+    ctx_.ParallelFor(trampoline, count, 0, const_cast<std::function<void(size_t)>*>(&task));
+  }
+
+ private:
+  const Ort::KernelContext& ctx_;
+};
+
+void check_size(const char* what, size_t got, int64_t want) {
+  if (int64_t(got) != want)
+    fail("deltagen.MatMulNBits", std::string(what) + " has " + std::to_string(got) + " elements, expected " +
+                                     std::to_string(want));
+}
+
+}  // namespace
+
+MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
+  Ort::ConstKernelInfo info(raw_info);
+  shape_.k = info.GetAttribute<int64_t>("K");
+  shape_.n = info.GetAttribute<int64_t>("N");
+  shape_.bits = int(info.GetAttribute<int64_t>("bits"));
+  shape_.block_size = int(info.GetAttribute<int64_t>("block_size"));
+  kernels::check_supported(shape_);
+  if (input_present(info, kGIdx)) fail("deltagen.MatMulNBits", "g_idx is not supported");
+
+  const Ort::KeyValuePairs config = info.GetConfigEntries();
+  if (const char* v = config.GetValue(kConfigMaxLevel)) {
+    auto level = kernels::parse_level(v);
+    if (!level) fail(kConfigMaxLevel, std::string("unknown level '") + v + "'");
+    config_.level = std::min(*level, config_.level);
+  }
+  if (const char* v = config.GetValue(kConfigAmxMinRows)) config_.amx_min_rows = std::stoll(v);
+  if (const char* v = config.GetValue(kConfigCompactScales)) pack_options_.compact_scales = std::string(v) != "0";
+
+  int b_const = 0, scales_const = 0, zp_const = 1;
+  Ort::ConstValue b = info.GetTensorConstantInput(kB, &b_const);
+  Ort::ConstValue scales = info.GetTensorConstantInput(kScales, &scales_const);
+  Ort::ConstValue zero_points{nullptr};
+  const bool has_zp = input_present(info, kZeroPoints);
+  if (has_zp) zero_points = info.GetTensorConstantInput(kZeroPoints, &zp_const);
+  if (!(b_const && scales_const && zp_const)) return;  // pack per call
+
+  kernels::NBitsWeightsView view;
+  view.shape = shape_;
+  check_size("B", b.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.n * shape_.k_blocks() * shape_.file_block_bytes());
+  check_size("scales", scales.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.n * shape_.k_blocks());
+  view.data = b.GetTensorData<uint8_t>();
+  view.scales = scales.GetTensorData<float>();
+  if (has_zp) {
+    check_size("zero_points", zero_points.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.n * shape_.zero_point_row_bytes());
+    view.zero_points = zero_points.GetTensorData<uint8_t>();
+  }
+  packed_.emplace(kernels::pack_weights(view, pack_options_));
+}
+
+kernels::NBitsWeightsView MatMulNBitsKernel::weights_from_inputs(const Ort::KernelContext& ctx) const {
+  kernels::NBitsWeightsView view;
+  view.shape = shape_;
+  Ort::ConstValue b = ctx.GetInput(kB);
+  Ort::ConstValue scales = ctx.GetInput(kScales);
+  check_size("B", b.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.n * shape_.k_blocks() * shape_.file_block_bytes());
+  check_size("scales", scales.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.n * shape_.k_blocks());
+  view.data = b.GetTensorData<uint8_t>();
+  view.scales = scales.GetTensorData<float>();
+  if (ctx.GetInputCount() > kZeroPoints) {
+    Ort::ConstValue zp = ctx.GetInput(kZeroPoints);
+    if (zp) {
+      check_size("zero_points", zp.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.n * shape_.zero_point_row_bytes());
+      view.zero_points = zp.GetTensorData<uint8_t>();
+    }
+  }
+  return view;
+}
+
+OrtStatusPtr MatMulNBitsKernel::ComputeV2(OrtKernelContext* context) noexcept {
+  try {
+    Ort::KernelContext ctx(context);
+    Ort::ConstValue a = ctx.GetInput(kA);
+    std::vector<int64_t> dims = a.GetTensorTypeAndShapeInfo().GetShape();
+    if (dims.empty() || dims.back() != shape_.k)
+      fail("deltagen.MatMulNBits", "A's last dimension must be K=" + std::to_string(shape_.k));
+    int64_t m = 1;
+    for (size_t i = 0; i + 1 < dims.size(); ++i) m *= dims[i];
+    dims.back() = shape_.n;
+    Ort::UnownedValue y = ctx.GetOutput(0, dims);
+    if (m == 0) return nullptr;
+
+    const float* bias = nullptr;
+    if (ctx.GetInputCount() > kBias) {
+      Ort::ConstValue b = ctx.GetInput(kBias);
+      if (b) {
+        check_size("bias", b.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.n);
+        bias = b.GetTensorData<float>();
+      }
+    }
+    std::optional<kernels::PackedWeights> per_call;
+    if (!packed_) per_call.emplace(kernels::pack_weights(weights_from_inputs(ctx), pack_options_));
+    const kernels::PackedWeights& packed = packed_ ? *packed_ : *per_call;
+    kernels::matmul_nbits(packed, a.GetTensorData<float>(), m, bias, y.GetTensorMutableData<float>(),
+                          OrtParallel(ctx), config_);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_RUNTIME_EXCEPTION).release();
+  }
+}
+
+OrtStatusPtr MatMulNBitsOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const noexcept {
+  try {
+    *kernel = new MatMulNBitsKernel(info);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
+  }
+}
+
+ONNXTensorElementDataType MatMulNBitsOp::GetInputType(size_t index) const {
+  switch (index) {
+    case kB:
+    case kZeroPoints: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+    case kGIdx: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+    default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
+}
+
+OrtCustomOpInputOutputCharacteristic MatMulNBitsOp::GetInputCharacteristic(size_t index) const {
+  return index <= kScales ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED
+                          : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL;
+}
+
+// Written against the C API: Ort::ShapeInferContext::SetOutputShape (C++
+// header, API 29) marks symbolic dimensions with the value -2, which ORT 1.30's
+// SetDimensions rejects ("dim_values must be -1 ... or larger"), leaving every
+// tensor downstream without a shape.
+OrtStatusPtr MatMulNBitsOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
+  const OrtApi& api = Ort::GetApi();
+  try {
+    OrtTensorTypeAndShapeInfo* a_info = nullptr;  // owned by the context
+    Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, kA, &a_info));
+    size_t rank = 0;
+    Ort::ThrowOnError(api.GetDimensionsCount(a_info, &rank));
+    if (rank == 0) return nullptr;  // rank unknown: leave Y's shape unknown
+    std::vector<int64_t> dims(rank);
+    std::vector<const char*> symbols(rank, nullptr);
+    Ort::ThrowOnError(api.GetDimensions(a_info, dims.data(), rank));
+    Ort::ThrowOnError(api.GetSymbolicDimensions(a_info, symbols.data(), rank));
+
+    // A dimension ORT knows nothing about (no value, no name) gets a fresh
+    // name: handed back as -1 it would become a literal size downstream.
+    static std::atomic<int64_t> unknown_dims{0};
+    std::vector<std::string> names(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      if (symbols[i] && *symbols[i]) {
+        names[i] = symbols[i];
+        dims[i] = -1;
+      } else if (dims[i] < 0) {
+        names[i] = "deltagen_unknown_" + std::to_string(unknown_dims++);
+      }
+    }
+    const OrtOpAttr* n_attr = nullptr;
+    Ort::ThrowOnError(api.ShapeInferContext_GetAttribute(context, "N", &n_attr));
+    int64_t n = 0;
+    size_t written = 0;
+    Ort::ThrowOnError(api.ReadOpAttr(n_attr, ORT_OP_ATTR_INT, &n, sizeof n, &written));
+    dims.back() = n;
+    names.back().clear();
+
+    std::vector<const char*> name_ptrs;
+    for (const auto& name : names) name_ptrs.push_back(name.c_str());
+    OrtTensorTypeAndShapeInfo* y_info = nullptr;
+    Ort::ThrowOnError(api.CreateTensorTypeAndShapeInfo(&y_info));
+    std::unique_ptr<OrtTensorTypeAndShapeInfo, void (*)(OrtTensorTypeAndShapeInfo*)> owner(
+        y_info, [](OrtTensorTypeAndShapeInfo* p) { Ort::GetApi().ReleaseTensorTypeAndShapeInfo(p); });
+    for (auto& d : dims) d = std::max<int64_t>(d, -1);
+    Ort::ThrowOnError(api.SetTensorElementType(y_info, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
+    Ort::ThrowOnError(api.SetDimensions(y_info, dims.data(), rank));
+    Ort::ThrowOnError(api.SetSymbolicDimensions(y_info, name_ptrs.data(), rank));
+    Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, 0, y_info));
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
+  }
+}
+
+}  // namespace deltagen::ortext

@@ -1,0 +1,98 @@
+#include "ortext/model_rewrite.h"
+
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "ortext/deltagen_ops.h"
+
+namespace deltagen::ortext {
+namespace {
+
+using Initializers = std::unordered_map<std::string, const onnx::TensorProto*>;
+
+std::optional<int64_t> int_attribute(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return a.i();
+  return std::nullopt;
+}
+
+int64_t numel(const onnx::TensorProto& t) {
+  int64_t n = 1;
+  for (int64_t d : t.dims()) n *= d;
+  return n;
+}
+
+std::string input(const onnx::NodeProto& node, int i) { return i < node.input_size() ? node.input(i) : std::string(); }
+
+// Why a node must stay on ORT's kernel, or nullopt when deltagen's can take it.
+std::optional<std::string> unsupported_reason(const onnx::NodeProto& node, const Initializers& constants,
+                                              const RewriteOptions& options) {
+  const auto bits = int_attribute(node, "bits");
+  const auto block_size = int_attribute(node, "block_size");
+  const auto k = int_attribute(node, "K");
+  const auto n = int_attribute(node, "N");
+  if (!bits || !block_size || !k || !n) return "missing attributes";
+  if (*bits != 4) return "bits=" + std::to_string(*bits);
+  const int64_t bs = *block_size;
+  if (bs < 16 || bs > 256 || (bs & (bs - 1)) != 0) return "block_size=" + std::to_string(bs);
+  const int64_t level = int_attribute(node, "accuracy_level").value_or(0);
+  if (level != 4 && !options.any_accuracy_level) return "accuracy_level=" + std::to_string(level);
+  if (!input(node, 4).empty()) return "g_idx";
+
+  const int64_t k_blocks = (*k + bs - 1) / bs;
+  auto constant = [&](int i) -> const onnx::TensorProto* {
+    auto it = constants.find(input(node, i));
+    return it == constants.end() ? nullptr : it->second;
+  };
+  const onnx::TensorProto* b = constant(1);
+  const onnx::TensorProto* scales = constant(2);
+  if (!b || !scales) return "weights not constant";
+  if (b->data_type() != onnx::TensorProto_DataType_UINT8 || numel(*b) != *n * k_blocks * bs / 2) return "B layout";
+  // The scales share A's type: float scales mean float activations.
+  if (scales->data_type() != onnx::TensorProto_DataType_FLOAT || numel(*scales) != *n * k_blocks) return "non-float A";
+  if (!input(node, 3).empty()) {
+    const onnx::TensorProto* zp = constant(3);
+    if (!zp) return "zero points not constant";
+    if (zp->data_type() != onnx::TensorProto_DataType_UINT8 || numel(*zp) != *n * ((k_blocks + 1) / 2))
+      return "zero points not packed uint8";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+RewriteSummary use_deltagen_matmul_nbits(onnx::ModelProto& model, const RewriteOptions& options) {
+  RewriteSummary summary;
+  onnx::GraphProto& graph = *model.mutable_graph();
+  // An initializer that is also a graph input can be overridden at run time:
+  // not a constant, so its weights could not be packed once.
+  std::set<std::string> graph_inputs;
+  for (const auto& in : graph.input()) graph_inputs.insert(in.name());
+  Initializers constants;
+  for (const auto& t : graph.initializer())
+    if (!graph_inputs.count(t.name())) constants[t.name()] = &t;
+
+  for (auto& node : *graph.mutable_node()) {
+    if (node.op_type() != "MatMulNBits" || node.domain() != "com.microsoft") continue;
+    ++summary.matmul_nbits;
+    if (auto reason = unsupported_reason(node, constants, options)) {
+      ++summary.kept[*reason];
+      continue;
+    }
+    node.set_domain(kDeltagenDomain);
+    ++summary.rewritten;
+  }
+  if (summary.rewritten > 0) {
+    bool imported = false;
+    for (const auto& op : model.opset_import()) imported |= op.domain() == kDeltagenDomain;
+    if (!imported) {
+      auto* op = model.add_opset_import();
+      op->set_domain(kDeltagenDomain);
+      op->set_version(kDeltagenOpsetVersion);
+    }
+  }
+  return summary;
+}
+
+}  // namespace deltagen::ortext

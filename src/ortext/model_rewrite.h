@@ -1,0 +1,31 @@
+// The load-time rewrite: com.microsoft.MatMulNBits nodes that deltagen's
+// kernel supports move to the "deltagen" domain (same inputs, outputs and
+// attributes), in an in-memory copy of the model. The file on disk is never
+// changed, so stock ONNX Runtime keeps running it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <onnx/onnx_pb.h>
+
+namespace deltagen::ortext {
+
+struct RewriteOptions {
+  // deltagen's kernel computes with int8 (decode) or bf16 (prefill)
+  // activations, which is what accuracy_level 4 allows. Nodes asking for more
+  // precision (0 = unset: fp32, 1 fp32, 2 fp16, 3 bf16) keep ORT's kernel
+  // unless this is set.
+  bool any_accuracy_level = false;
+};
+
+struct RewriteSummary {
+  int64_t matmul_nbits = 0;  // com.microsoft.MatMulNBits nodes seen (top-level graph)
+  int64_t rewritten = 0;
+  std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
+};
+
+// Rewrites `model` in place; adds the "deltagen" opset import when a node moved.
+RewriteSummary use_deltagen_matmul_nbits(onnx::ModelProto& model, const RewriteOptions& options = {});
+
+}  // namespace deltagen::ortext

@@ -1,0 +1,145 @@
+// Snapshot, Conversation and Chat of the public API.
+#include <algorithm>
+
+#include "runtime/chat_template.h"
+#include "runtime/engine_impl.h"
+#include "runtime/generation.h"
+#include "runtime/generator.h"
+#include "util/error.h"
+
+namespace deltagen {
+
+// ---- Snapshot ---------------------------------------------------------------------
+
+Snapshot::Snapshot() = default;
+Snapshot::~Snapshot() = default;
+Snapshot::Snapshot(const Snapshot&) = default;
+Snapshot& Snapshot::operator=(const Snapshot&) = default;
+Snapshot::Snapshot(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
+
+bool Snapshot::empty() const { return !data_; }
+
+const Snapshot::Data& Snapshot::data() const {
+  if (!data_) fail("snapshot", "empty (never taken or loaded)");
+  return *data_;
+}
+
+const std::vector<int64_t>& Snapshot::tokens() const { return data().state.tokens; }
+
+void Snapshot::save(const std::filesystem::path& file) const { save_snapshot_file(data().state, file); }
+
+Snapshot Snapshot::load(const std::filesystem::path& file) {
+  return Snapshot(std::make_shared<const Data>(Data{load_snapshot_file(file), file.string()}));
+}
+
+// ---- Conversation -----------------------------------------------------------------
+
+struct Conversation::Impl {
+  Impl(std::shared_ptr<Engine> e, int64_t max_length)
+      : engine(std::move(e)), generator(*engine->impl().model, 1, resolve_max_length(*engine, max_length)) {}
+
+  // tokens = what the state has run + the pending tokens.
+  void refresh_tokens() {
+    tokens = generator.state().tokens(0);
+    tokens.insert(tokens.end(), pending.begin(), pending.end());
+  }
+
+  std::shared_ptr<Engine> engine;
+  Generator generator;
+  std::vector<int64_t> pending;  // chosen but not yet run: the last reply's last token
+  std::vector<int64_t> tokens;
+};
+
+Conversation::Conversation(std::shared_ptr<Engine> engine, int64_t max_length) {
+  if (!engine) fail("conversation", "no engine");
+  impl_ = std::make_unique<Impl>(std::move(engine), max_length);
+}
+Conversation::~Conversation() = default;
+Conversation::Conversation(Conversation&&) noexcept = default;
+Conversation& Conversation::operator=(Conversation&&) noexcept = default;
+
+Engine& Conversation::engine() const { return *impl_->engine; }
+const std::vector<int64_t>& Conversation::tokens() const { return impl_->tokens; }
+int64_t Conversation::max_length() const { return impl_->generator.max_length(); }
+
+GenerationResult Conversation::generate(std::span<const int64_t> prompt, const GenerationOptions& options,
+                                        const StreamCallback& on_text) {
+  Impl& c = *impl_;
+  const std::vector<std::vector<int64_t>> feeds = {[&] {
+    std::vector<int64_t> feed = c.pending;
+    feed.insert(feed.end(), prompt.begin(), prompt.end());
+    return feed;
+  }()};
+  TokenCallback callback;
+  if (on_text) callback = [&](int64_t, int64_t token, std::string_view text) { on_text(text, token); };
+
+  const int64_t length_before = c.generator.state().length(0);
+  GenerationResult result;
+  try {
+    result = generate_rows(c.generator, feeds, options, c.engine->impl().tokenizer_for(options), callback).at(0);
+  } catch (...) {
+    // Requests are checked before anything runs; a failure after that reset the state.
+    if (c.generator.state().length(0) != length_before) c.pending.clear();
+    c.refresh_tokens();
+    throw;
+  }
+  result.prompt_tokens = int64_t(prompt.size());
+  c.pending.clear();
+  if (!result.generated_ids.empty()) c.pending.push_back(result.generated_ids.back());
+  c.refresh_tokens();
+  return result;
+}
+
+GenerationResult Conversation::generate(std::string_view prompt, const GenerationOptions& options,
+                                        const StreamCallback& on_text) {
+  const std::vector<int64_t> ids = prompt.empty() ? std::vector<int64_t>() : engine().encode(prompt);
+  return generate(std::span<const int64_t>(ids), options, on_text);
+}
+
+Snapshot Conversation::snapshot() const {
+  const Impl& c = *impl_;
+  auto data = std::make_shared<Snapshot::Data>();
+  data->state = capture_row(c.generator.state(), 0, c.generator.vocab(), c.pending);
+  return Snapshot(std::move(data));
+}
+
+void Conversation::restore(const Snapshot& snapshot) {
+  Impl& c = *impl_;
+  const Snapshot::Data& data = snapshot.data();
+  restore_row(c.generator.state(), 0, c.generator.vocab(), data.state, data.origin);
+  const auto pending = data.state.pending();
+  c.pending.assign(pending.begin(), pending.end());
+  c.refresh_tokens();
+}
+
+void Conversation::reset() {
+  impl_->generator.reset();
+  impl_->pending.clear();
+  impl_->refresh_tokens();
+}
+
+// ---- Chat -------------------------------------------------------------------------
+
+Chat::Chat(std::shared_ptr<Engine> engine, ChatOptions options, int64_t max_length)
+    : engine_(engine), options_(std::move(options)), conversation_(engine, max_length) {
+  chat_stop_ids(engine_->tokenizer());  // checks that the tokenizer is a Qwen chat tokenizer
+}
+
+GenerationResult Chat::send(std::string_view user_message, const GenerationOptions& options,
+                            const StreamCallback& on_text) {
+  const std::vector<int64_t> stop_ids = chat_stop_ids(engine_->tokenizer());
+  const std::vector<int64_t>& history = conversation_.tokens();
+  PreviousTurn previous = PreviousTurn::None;
+  if (!history.empty())
+    previous = std::find(stop_ids.begin(), stop_ids.end(), history.back()) != stop_ids.end() ? PreviousTurn::EndedByEos
+                                                                                              : PreviousTurn::Unfinished;
+  const std::string text =
+      render_chat_turn({options_.system_prompt, std::string(user_message), options_.thinking}, previous);
+
+  GenerationOptions o = options;
+  o.extra_stop_ids.insert(o.extra_stop_ids.end(), stop_ids.begin(), stop_ids.end());
+  const std::vector<int64_t> ids = engine_->encode(text);
+  return conversation_.generate(std::span<const int64_t>(ids), o, on_text);
+}
+
+}  // namespace deltagen

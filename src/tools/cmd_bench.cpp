@@ -1,0 +1,53 @@
+// deltagen bench --model DIR [--vs DIR] [--prompt N] [--gen M] [--warmup W] [--runs R]
+//                [--threads T] [--batch B] [--seed S] [--max-foreign PCT] [--rerun-noisy K]
+//                [--mem-bandwidth GBPS] [--json | --markdown] [--json-out FILE]
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "measure/bench.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "util/error.h"
+
+namespace deltagen {
+
+int cmd_bench(int argc, char** argv) {
+  Args args(argc, argv, {"json", "markdown"});
+  measure::BenchOptions o;
+  std::vector<std::filesystem::path> dirs = {args.require("model")};
+  if (auto vs = args.get("vs")) dirs.push_back(*vs);
+  o.prompt_tokens = args.get_int("prompt", o.prompt_tokens);
+  o.gen_tokens = args.get_int("gen", o.gen_tokens);
+  o.warmup = args.get_int("warmup", o.warmup);
+  o.runs = args.get_int("runs", o.runs);
+  o.threads = int(args.get_int("threads", o.threads));
+  o.batch = args.get_int("batch", o.batch);
+  o.seed = uint64_t(args.get_int("seed", int64_t(o.seed)));
+  o.max_foreign_pct = args.get_double("max-foreign", o.max_foreign_pct);
+  o.rerun_noisy = args.get_int("rerun-noisy", o.rerun_noisy);
+  o.mem_bandwidth_gbps = args.get_double("mem-bandwidth", o.mem_bandwidth_gbps);
+  const bool as_json = args.flag("json"), as_markdown = args.flag("markdown");
+  const auto json_out = args.get("json-out");
+  args.finish();
+  if (as_json && as_markdown) fail("bench", "--json and --markdown exclude each other");
+  measure::validate(o);
+  o.progress = ::isatty(STDERR_FILENO) != 0;
+
+  measure::BenchReport report = measure::run_bench(dirs, o);
+  if (json_out) {
+    std::ofstream out(*json_out);
+    out << measure::to_json(report).dump(2) << "\n";
+    if (!out) fail(*json_out, "cannot write the file");
+  }
+  const std::string text = as_json       ? measure::to_json(report).dump(2) + "\n"
+                           : as_markdown ? measure::to_markdown(report)
+                                         : measure::to_text(report);
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace deltagen

@@ -1,0 +1,29 @@
+// Flags shared by `deltagen generate` and `deltagen chat`: sampling, stopping,
+// engine settings, and the per-request JSON / stats output.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "deltagen/deltagen.h"
+#include "tools/args.h"
+
+namespace deltagen {
+
+// --temperature --top-k --top-p --min-p --repetition-penalty
+// --presence-penalty --frequency-penalty --seed --max-new-tokens
+// --prefill-chunk --stop --ignore-eos (--stop-at-eos: the default, accepted);
+// what a flag does not set keeps its value in `defaults`.
+GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& defaults);
+
+// --threads --max-length --tokenizer
+EngineOptions parse_engine_flags(Args& args);
+
+// The per-sequence fields of a result.
+nlohmann::json result_json(const GenerationResult& r);
+
+// "prompt: ... tokens/s" and "generation: ... tokens/s" on stderr.
+void print_speed(const GenerationResult& r);
+
+}  // namespace deltagen
