@@ -14,6 +14,8 @@
 // time used by other processes during the row (from /proc/stat): rows above
 // ~15% are noisy.
 //
+// The three are timed in turns, run by run (see time_alternating).
+//
 // Usage: matmul_nbits_bench [--threads 1,2] [--m 1,1000] [--shapes K:N,...]
 //                           [--impl ort,op,kernel] [--min-time 1.0] [--stream-mb 320]
 //                           [--max-level scalar|avx2|avx512|amx] [--amx-min-rows M] [--block-size 32]
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -167,19 +170,28 @@ struct CpuMeter {
   }
 };
 
-// Median seconds of fn() over repetitions lasting at least min_time (>= 3 reps, after 1 warm-up).
-template <class F>
-double time_median(F&& fn, double min_time) {
-  fn();
-  std::vector<double> t;
+// Median seconds per call of each runner. The runners are timed in turns
+// (a, b, c, a, b, c, ...) after one warm-up each, so that load from other
+// processes on a shared machine hits them alike; at least 3 turns, and more
+// until min_time has passed (at most 50).
+std::vector<double> time_alternating(const std::vector<std::function<void()>>& runners, double min_time) {
+  for (const auto& r : runners) r();
+  std::vector<std::vector<double>> t(runners.size());
   const auto start = Clock::now();
-  while (t.size() < 3 || (std::chrono::duration<double>(Clock::now() - start).count() < min_time && t.size() < 50)) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  for (int turn = 0; turn < 50; ++turn) {
+    if (turn >= 3 && std::chrono::duration<double>(Clock::now() - start).count() >= min_time) break;
+    for (size_t i = 0; i < runners.size(); ++i) {
+      const auto t0 = Clock::now();
+      runners[i]();
+      t[i].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  std::vector<double> medians;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v[v.size() / 2]);
+  }
+  return medians;
 }
 
 struct Result {
@@ -196,22 +208,29 @@ Ort::SessionOptions session_options(int threads) {
   return o;
 }
 
-// Times one Run of a session (all R nodes) with preallocated, bound outputs.
-double time_session(Ort::Session& session, std::vector<float>& a, int64_t m, int64_t k, int64_t n,
-                    std::vector<std::vector<float>>& outputs, double min_time) {
-  const auto mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
-  Ort::IoBinding binding(session);
-  const std::vector<int64_t> a_dims = {m, k}, y_dims = {m, n};
-  Ort::Value input = Ort::Value::CreateTensor<float>(mem, a.data(), a.size(), a_dims.data(), 2);
-  binding.BindInput("A", input);
-  std::vector<Ort::Value> ys;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    ys.push_back(Ort::Value::CreateTensor<float>(mem, outputs[i].data(), outputs[i].size(), y_dims.data(), 2));
-    binding.BindOutput(("Y" + std::to_string(i)).c_str(), ys.back());
+// One Run of a session (all R nodes) with preallocated, bound outputs.
+class BoundSession {
+ public:
+  BoundSession(Ort::Session session, std::vector<float>& a, int64_t m, int64_t k, int64_t n,
+               std::vector<std::vector<float>>& outputs)
+      : session_(std::move(session)), binding_(session_) {
+    const auto mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    const std::vector<int64_t> a_dims = {m, k}, y_dims = {m, n};
+    values_.push_back(Ort::Value::CreateTensor<float>(mem, a.data(), a.size(), a_dims.data(), 2));
+    binding_.BindInput("A", values_.back());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      values_.push_back(Ort::Value::CreateTensor<float>(mem, outputs[i].data(), outputs[i].size(), y_dims.data(), 2));
+      binding_.BindOutput(("Y" + std::to_string(i)).c_str(), values_.back());
+    }
   }
-  Ort::RunOptions run_options;
-  return time_median([&] { session.Run(run_options, binding); }, min_time);
-}
+  void run() { session_.Run(run_options_, binding_); }
+
+ private:
+  Ort::Session session_;
+  Ort::IoBinding binding_;
+  Ort::RunOptions run_options_;
+  std::vector<Ort::Value> values_;
+};
 
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0, scale = 1e-30;
@@ -243,30 +262,40 @@ void run_row(const Options& opt, int64_t k, int64_t n, int64_t m, const fs::path
     Result ort, op, raw;
     std::vector<std::vector<float>> y_ort(size_t(copies), std::vector<float>(size_t(m * n)));
     std::vector<std::vector<float>> y_op = y_ort;
+    std::vector<float> y_raw(size_t(m * n));
+    std::unique_ptr<BoundSession> ort_session, op_session;
+    std::vector<kernels::PackedWeights> packed;
+    kernels::ThreadPool pool(threads);
+    kernels::MatMulConfig config;
+    if (!opt.max_level.empty()) config.level = std::min(config.level, kernels::parse_level(opt.max_level).value());
+    if (opt.amx_min_rows > 0) config.amx_min_rows = opt.amx_min_rows;
+    std::vector<std::function<void()>> runners;
+    std::vector<Result*> results;
     if (has("ort")) {
-      Ort::Session s(ort_env(), model_path.c_str(), session_options(threads));
-      ort = {time_session(s, a, m, k, n, y_ort, opt.min_time) / double(copies), true};
+      ort_session = std::make_unique<BoundSession>(Ort::Session(ort_env(), model_path.c_str(), session_options(threads)),
+                                                   a, m, k, n, y_ort);
+      runners.push_back([&] { ort_session->run(); });
+      results.push_back(&ort);
     }
     if (has("op")) {
       Ort::SessionOptions options = session_options(threads);
       if (!opt.max_level.empty()) options.AddConfigEntry(ortext::kConfigMaxLevel, opt.max_level.c_str());
       if (opt.amx_min_rows > 0)
         options.AddConfigEntry(ortext::kConfigAmxMinRows, std::to_string(opt.amx_min_rows).c_str());
-      Ort::Session s = ortext::create_session_with_fast_kernels(ort_env(), model_path, options);
-      op = {time_session(s, a, m, k, n, y_op, opt.min_time) / double(copies), true};
+      op_session = std::make_unique<BoundSession>(
+          ortext::create_session_with_fast_kernels(ort_env(), model_path, options), a, m, k, n, y_op);
+      runners.push_back([&] { op_session->run(); });
+      results.push_back(&op);
     }
     if (has("kernel")) {
-      std::vector<kernels::PackedWeights> packed;
       for (const auto& w : weights) packed.push_back(kernels::pack_weights(w.view()));
-      kernels::ThreadPool pool(threads);
-      kernels::MatMulConfig config;
-      if (!opt.max_level.empty()) config.level = std::min(config.level, kernels::parse_level(opt.max_level).value());
-      if (opt.amx_min_rows > 0) config.amx_min_rows = opt.amx_min_rows;
-      std::vector<float> y(size_t(m * n));
-      raw = {time_median([&] {
-               for (const auto& p : packed) kernels::matmul_nbits(p, a.data(), m, nullptr, y.data(), pool, config);
-             }, opt.min_time) / double(copies), true};
+      runners.push_back([&] {
+        for (const auto& p : packed) kernels::matmul_nbits(p, a.data(), m, nullptr, y_raw.data(), pool, config);
+      });
+      results.push_back(&raw);
     }
+    const std::vector<double> seconds = time_alternating(runners, opt.min_time * double(runners.size()));
+    for (size_t i = 0; i < results.size(); ++i) *results[i] = {seconds[i] / double(copies), true};
     const double flops = 2.0 * double(m) * double(n) * double(k);
     auto cells = [&](const Result& r) {
       char buf[96];

@@ -9,7 +9,8 @@
 # Settings (environment): BUILD (build folder, default build), WORK (scratch,
 # default $BUILD/results-work), OUT (default docs/results.md), THREADS
 # (default nproc), PROMPT/GEN/WARMUP/RUNS (1000/100/1/5), RERUN (extra pairs
-# allowed to replace noisy ones, 5), MAX_FOREIGN (% of a core, 15), PRESET
+# allowed to replace noisy ones, 5), ATTEMPTS (whole measurements of a pair
+# while none of its run pairs is clean, 2), MAX_FOREIGN (% of a core, 15), PRESET
 # (0.8b), DEPTHS (24,36), FID_TOKENS/FID_CONTEXT (1024/512), LOCK (the shared
 # benchmark lock, /tmp/deltagen-bench.lock), SKIP_BUILD=1 (use the binaries as
 # they are).
@@ -48,7 +49,8 @@ else
   PRESET=${PRESET:-0.8b}; PROMPT=${PROMPT:-1000}; GEN=${GEN:-100}; WARMUP=${WARMUP:-1}; RUNS=${RUNS:-5}
   DEPTHS=${DEPTHS:-24,36}; FID_TOKENS=${FID_TOKENS:-1024}; FID_CONTEXT=${FID_CONTEXT:-512}; MEMBW_MIB=${MEMBW_MIB:-1024}
 fi
-RETRY_SLEEP=${RETRY_SLEEP:-60}  # before measuring a pair again that had no clean run at all
+ATTEMPTS=${ATTEMPTS:-2}         # measurements of a pair when none of its pairs of runs was clean
+RETRY_SLEEP=${RETRY_SLEEP:-60}  # ... and the pause before the next one
 DG=$BUILD/deltagen
 MEMBW=$BUILD/membw
 
@@ -163,13 +165,13 @@ for pair in "${BENCH_PAIRS[@]}"; do
 
   say "bench pair $i/${#BENCH_PAIRS[@]}: $title"
   json=$WORK/bench-$i.json
-  for attempt in 1 2; do
+  for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
     flock "$LOCK" "$DG" bench --model "$a" --vs "$b" --prompt "$PROMPT" --gen "$GEN" --warmup "$WARMUP" \
       --runs "$RUNS" --threads "$THREADS" --max-foreign "$MAX_FOREIGN" --rerun-noisy "$RERUN" \
       --mem-bandwidth "$BW" --markdown --json-out "$json" >"$WORK/bench-$i.md"
     # A whole measurement without a single clean pair is measured again.
     grep -q '"clean_pairs": 0,' "$json" || break
-    [[ $attempt == 2 ]] && { say "no clean pair again: keeping the noisy measurement (flagged)"; break; }
+    ((attempt == ATTEMPTS)) && { say "no clean pair: keeping the noisy measurement (flagged)"; break; }
     say "no clean pair (machine busy); measuring again in $RETRY_SLEEP s"
     sleep "$RETRY_SLEEP"
   done
@@ -232,7 +234,8 @@ over all measured steps. $WARMUP warm-up + $RUNS measured runs per model, **A an
 and run alternately** (A B A B ...), so that each pair's ratio B/A sees the same machine state. $THREADS
 intra-op threads. Every run records the interference meter (CPU time of other processes from
 \`/proc/stat\` minus our own); a run with more than $MAX_FOREIGN % of a core foreign is *noisy*, noisy pairs
-are re-run (up to $RERUN extra pairs) and summaries use clean runs only. Every bench ran under
+are re-run (up to $RERUN extra pairs; a measurement without any clean pair is repeated, $ATTEMPTS attempt(s)
+in all) and summaries use clean runs only, or all runs flagged "(all noisy)" when none was clean. Every bench ran under
 \`flock $LOCK\`.
 
 **Fidelity** (\`deltagen compare --depth $DEPTHS --preset $PRESET\`): for each depth the same-width model is

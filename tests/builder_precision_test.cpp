@@ -159,6 +159,8 @@ std::vector<Variant> variants() {
       {"int4_block16", with([](auto& o) { o.precision = "int4"; o.block_size = 16; }), 5.0, 12, 8.0},    // 2.8 15 4.3
       {"int4_block128", with([](auto& o) { o.precision = "int4"; o.block_size = 128; }), 6.0, 15, 8.0},  // 3.4 19 5.1
       {"int4_q4f16", with([](auto& o) { o.precision = "int4"; o.activations = "fp16"; }), 6.0, 16, 8.0},  // 3.7 20 4.8
+      {"int4_bf16_activations", with([](auto& o) { o.precision = "int4"; o.activations = "bf16"; }), 6.0, 15,
+       8.0},  // 3.7 19 4.9
       {"int4_keep_lm_head_fp32", with([](auto& o) { o.precision = "int4"; o.lm_head_precision = "fp32"; }), 6.0, 14,
        8.0},  // 3.7 17 4.7
       {"int4_keep_lm_head_int8", with([](auto& o) { o.precision = "int4"; o.lm_head_precision = "int8"; }), 6.0, 14,

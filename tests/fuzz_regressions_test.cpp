@@ -3,6 +3,7 @@
 // with a one-line deltagen::Error, or accepted, as the test says.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -10,6 +11,9 @@
 
 #include "graph/model_summary.h"
 #include "runtime/genai_config.h"
+#include "runtime/generator.h"
+#include "runtime/snapshot.h"
+#include "runtime_fixtures.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -62,6 +66,64 @@ TEST(FuzzRegressions, NpyDtypeWithControlBytesGivesOneLineError) {
 TEST(FuzzRegressions, ErrorMessagesAreOneLine) {
   EXPECT_STREQ(Error("a\nb\tc\x01\x7f").what(), "a\\nb\\tc\\x01\\x7f");
   EXPECT_STREQ(Error(std::string("caf\xc3\xa9")).what(), "caf\xc3\xa9");  // UTF-8 stays as it is
+}
+
+// npy_fuzz: an array with a zero dimension made as_f32/as_f64/as_i64 call
+// memcpy with a null pointer (undefined behavior, reported by UBSan).
+TEST(FuzzRegressions, NpyEmptyArrayConverts) {
+  TempDir tmp;
+  const float none[1] = {0};
+  write_npy_f32(tmp / "e.npy", none, {0, 3});
+  const NpyArray a = read_npy(tmp / "e.npy");
+  EXPECT_EQ(a.numel(), 0);
+  EXPECT_TRUE(a.as_f32().empty());
+  EXPECT_TRUE(a.as_f64().empty());
+}
+
+// The FNV-1a checksum the snapshot format ends with, over all bytes before it.
+void fix_checksum(std::vector<std::byte>& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i + 8 < bytes.size(); ++i) h = (h ^ uint64_t(bytes[i])) * 0x100000001b3ull;
+  std::memcpy(bytes.data() + bytes.size() - 8, &h, 8);
+}
+
+// snapshot_fuzz seed generation: capturing and restoring an empty state
+// (KV length 0) called memcpy with a null pointer (UBSan).
+TEST(FuzzRegressions, EmptyStateSnapshotRoundTrips) {
+  Generator g(test::golden_runtime_model());
+  const auto bytes = serialize_snapshot(capture_row(g.state(), 0, test::kGoldenVocab, {}));
+  const StateSnapshot s = parse_snapshot(bytes, "empty.dgstate");
+  EXPECT_EQ(s.length, 0);
+  restore_row(g.state(), 0, test::kGoldenVocab, s);
+  EXPECT_EQ(g.state().length(0), 0);
+}
+
+// snapshot_fuzz: a cache element type outside ONNXTensorElementDataType's
+// range was cast to the enum before being checked (UBSan: invalid enum load).
+TEST(FuzzRegressions, SnapshotWithUnknownElementTypeIsRefused) {
+  Generator g(test::golden_runtime_model());
+  auto bytes = serialize_snapshot(capture_row(g.state(), 0, test::kGoldenVocab, {}));
+  // magic 8, version 4, reserved 4, vocab 8, length 8, token count 8, cache count 4; then the
+  // first cache's layer 4, kind 4, element type 4.
+  const uint32_t bad_type = 65537;
+  std::memcpy(bytes.data() + 52, &bad_type, 4);
+  fix_checksum(bytes);
+  EXPECT_NE(error_of([&] { parse_snapshot(bytes, "bad.dgstate"); }).find("unsupported element type"), std::string::npos);
+}
+
+// Found while writing genai_config_fuzz's oracle: decoder.filename could be
+// absolute or climb out with "..", pointing the runtime at any file on the machine.
+TEST(FuzzRegressions, GenaiConfigModelFileStaysInTheFolder) {
+  TempDir tmp;
+  auto config = [&](const std::string& filename) {
+    return write(tmp, "genai_config.json",
+                 nlohmann::json{{"model", {{"decoder", {{"filename", filename}}}}}}.dump());
+  };
+  for (const std::string bad : {"/etc/passwd", "../model.onnx", "onnx/../../model.onnx"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_NE(error_of([&] { load_genai_config(config(bad)); }).find("outside the model folder"), std::string::npos);
+  }
+  EXPECT_EQ(load_genai_config(config("onnx/model.onnx")).model_filename, "onnx/model.onnx");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "models/build.h"
 #include "ort_step_runner.h"
 #include "quant/block_quant.h"
+#include "synth/synth.h"
 #include "test_util.h"
 #include "util/error.h"
 
@@ -294,24 +295,25 @@ TEST(QuantOrt, GatherBlockQuantizedReturnsDequantizedRows) {
 
 // ---- a whole model -------------------------------------------------------------------
 
-// A copy of the golden checkpoint whose projection weights (and the tied
-// embedding / lm_head) are replaced by dequantize(quantize(w)).
-fs::path dequantized_checkpoint(const fs::path& dir, const BlockFormat& f) {
-  SafetensorsFile src(test::golden_checkpoint() / "model.safetensors");
+// A copy of a one-file checkpoint whose projection weights, embedding and
+// lm_head are replaced by dequantize(quantize(w)).
+fs::path dequantized_checkpoint(const fs::path& from, const fs::path& dir, const BlockFormat& f) {
+  SafetensorsFile src(from / "model.safetensors");
   std::vector<std::vector<float>> storage;
   std::vector<TensorToWrite> out;
   storage.reserve(src.tensors().size());
   for (const auto& [name, t] : src.tensors()) {
     std::vector<float> v(size_t(t.numel()));
     convert_to_f32(t.dtype, t.data, v.size(), v.data());
-    const bool quantized = t.shape.size() == 2 &&
-                           (name.find("proj") != std::string::npos || name.find("embed_tokens") != std::string::npos);
+    const bool quantized = t.shape.size() == 2 && (name.find("proj") != std::string::npos ||
+                                                   name.find("embed_tokens") != std::string::npos ||
+                                                   name.find("lm_head") != std::string::npos);
     if (quantized) v = quant::dequantize_matrix(quantize(v, t.shape[0], t.shape[1], f));
     storage.push_back(std::move(v));
     out.push_back({name, DType::F32, t.shape, storage.back().data(), storage.back().size() * 4});
   }
   fs::create_directories(dir);
-  fs::copy_file(test::golden_checkpoint() / "config.json", dir / "config.json");
+  fs::copy_file(from / "config.json", dir / "config.json");
   write_safetensors(dir / "model.safetensors", out);
   return dir;
 }
@@ -319,28 +321,39 @@ fs::path dequantized_checkpoint(const fs::path& dir, const BlockFormat& f) {
 // With accuracy_level 0 (fp32 activations in the kernel) an int4/int8 build
 // must compute exactly what the fp32 build of the dequantized weights does:
 // this checks every MatMulNBits, the GatherBlockQuantized embedding and the
-// tied lm_head of the real graph at once.
+// lm_head of the real graph at once (tied on the golden checkpoint, untied on
+// a synthetic one).
 TEST(QuantOrt, QuantizedModelEqualsFp32ModelOfDequantizedCheckpoint) {
   const std::vector<int64_t> prompt = {5, 17, 300, 42, 7, 99, 123, 256, 1, 400, 33, 77};
-  for (int bits : {4, 8})
-    for (bool symmetric : {true, false}) {
-      SCOPED_TRACE("bits " + std::to_string(bits) + (symmetric ? " sym" : " asym"));
-      TempDir tmp;
-      BlockFormat f{bits, 32, symmetric};
-      fs::path fake = dequantized_checkpoint(tmp / "dequantized", f);
-      BuildOptions quantized;
-      quantized.precision = bits == 4 ? "int4" : "int8";
-      quantized.asymmetric = !symmetric;
-      quantized.accuracy_level = 0;
-      build_model(*Checkpoint::open(test::golden_checkpoint()), quantized, tmp / "q");
-      build_model(*Checkpoint::open(fake), BuildOptions{}, tmp / "f");
-      std::vector<float> got = test::StepRunner(tmp / "q" / "model.onnx").step(prompt);
-      std::vector<float> want = test::StepRunner(tmp / "f" / "model.onnx").step(prompt);
-      const double diff = test::max_abs_diff(got, want);
-      std::printf("int%d %s (accuracy 0) vs fp32 of dequantized weights: max |dlogit| %.3g\n", bits,
-                  symmetric ? "symmetric" : "asymmetric", diff);
-      EXPECT_LT(diff, 1e-4);
-    }
+  TempDir untied_dir;
+  {
+    ModelConfig cfg = synth_preset("tiny");
+    cfg.tie_word_embeddings = false;
+    SynthOptions so;
+    so.seed = 21;
+    so.dtype = DType::F32;
+    write_synthetic_checkpoint(cfg, so, untied_dir / "ck");
+  }
+  for (const fs::path& source : {test::golden_checkpoint(), untied_dir / "ck"})
+    for (int bits : {4, 8})
+      for (bool symmetric : {true, false}) {
+        SCOPED_TRACE(source.string() + " bits " + std::to_string(bits) + (symmetric ? " sym" : " asym"));
+        TempDir tmp;
+        BlockFormat f{bits, 32, symmetric};
+        fs::path fake = dequantized_checkpoint(source, tmp / "dequantized", f);
+        BuildOptions quantized;
+        quantized.precision = bits == 4 ? "int4" : "int8";
+        quantized.asymmetric = !symmetric;
+        quantized.accuracy_level = 0;
+        build_model(*Checkpoint::open(source), quantized, tmp / "q");
+        build_model(*Checkpoint::open(fake), BuildOptions{}, tmp / "f");
+        std::vector<float> got = test::StepRunner(tmp / "q" / "model.onnx").step(prompt);
+        std::vector<float> want = test::StepRunner(tmp / "f" / "model.onnx").step(prompt);
+        const double diff = test::max_abs_diff(got, want);
+        std::printf("%s int%d %s (accuracy 0) vs fp32 of dequantized weights: max |dlogit| %.3g\n",
+                    source.filename().c_str(), bits, symmetric ? "symmetric" : "asymmetric", diff);
+        EXPECT_LT(diff, 1e-4);
+      }
 }
 
 }  // namespace

@@ -82,14 +82,6 @@ std::function<void(int64_t, int64_t)> progress_printer(bool enabled) {
   };
 }
 
-void copy_tokenizer_files(const Checkpoint& ckpt, const fs::path& dir) {
-  for (const fs::path& src : ckpt.tokenizer_files()) {
-    std::error_code ec;
-    fs::copy_file(src, dir / src.filename(), fs::copy_options::overwrite_existing, ec);
-    if (ec) fail(src.string(), "cannot copy into the model folder: " + ec.message());
-  }
-}
-
 }  // namespace
 
 BuildOptions normalized_build_options(BuildOptions opts) {
@@ -150,7 +142,7 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
   report.external_data = written.external;
 
   write_file_atomic(dir.path() / "genai_config.json", genai_config(cfg, opts, report.context_length).dump(4) + "\n");
-  copy_tokenizer_files(ckpt, dir.path());
+  copy_files_into(ckpt.tokenizer_files(), dir.path());
   dir.commit();
   return report;
 }

@@ -30,9 +30,10 @@ struct BuildOptions {
   // --linear-attn-bits: 8 keeps every Gated DeltaNet projection in int8 in an
   // int4 build (upstream's k_quant_linear selector without its MLP part); 0 = like the layers.
   int64_t linear_attn_bits = 0;
-  // --embedding-gather float: in a quantized build with tied embeddings, keep a
-  // separate float embedding table (upstream's default) instead of one
-  // GatherBlockQuantized over the quantized lm_head (stored once).
+  // --embedding-gather float: in a quantized build, keep a float embedding
+  // table (upstream's default) instead of reading a block-quantized one with
+  // GatherBlockQuantized: the lm_head's own when tied (stored once), its own
+  // quantized copy when untied. The embedding is quantized like the lm_head.
   bool quantized_embedding_gather = true;
 
   // ---- graph I/O ------------------------------------------------------------------

@@ -141,44 +141,48 @@ void Graph::rotary_caches(DataType dtype) {
 
 // ---- embeddings and head ----------------------------------------------------------
 
-// Tied embeddings in a quantized build: the embedding gathers rows of the
-// block-quantized lm_head (GatherBlockQuantized), so the largest tensor is
-// stored once. Needs whole blocks per row (hidden % block_size == 0).
-bool Graph::shares_quantized_table() const {
-  return ckpt_.lm_head_name() == "embed_tokens.weight" && plan_.lm_head.quantized && !opts_.exclude_embeds &&
-         !opts_.exclude_lm_head && opts_.quantized_embedding_gather &&
+bool Graph::tied() const { return ckpt_.lm_head_name() == "embed_tokens.weight"; }
+
+// In a quantized build the embedding table is stored like the lm_head:
+// block-quantized, read with GatherBlockQuantized. Tied, it is the lm_head's
+// own quantized table (stored once); untied, its own. Needs whole blocks per
+// row (hidden % block_size == 0); --embedding-gather float keeps a float table.
+bool Graph::quantized_embedding() const {
+  return plan_.lm_head.quantized && opts_.quantized_embedding_gather && !opts_.exclude_embeds &&
          cfg_.hidden_size % plan_.lm_head.block.block_size == 0;
 }
 
 std::string Graph::embed_tokens() {
   if (opts_.exclude_embeds) return io::kInputsEmbeds;
   const std::string tensor = "embed_tokens.weight";
-  const bool tied = ckpt_.lm_head_name() == tensor;
+  const std::string p = "/model/embed_tokens";
 
-  if (shares_quantized_table()) {
+  if (quantized_embedding()) {
     const quant::BlockFormat& f = plan_.lm_head.block;
-    shared_head_ = quantized_weight(ckpt_, {tensor}, weight_name_for("/lm_head/MatMul"), f,
-                                    run_dtype("MatMulNBits"), opts_.threads);
-    weight(shared_head_->packed);
-    weight(shared_head_->scales);
-    if (!f.symmetric) weight(shared_head_->zero_points);
-    const std::string p = "/model/embed_tokens";
+    const bool shared = tied() && !opts_.exclude_lm_head;
+    QuantizedWeight table = quantized_weight(ckpt_, {tensor},
+                                             shared ? weight_name_for("/lm_head/MatMul") : "model.embed_tokens.weight",
+                                             f, run_dtype("MatMulNBits"), opts_.threads);
+    weight(table.packed);
+    weight(table.scales);
+    if (!f.symmetric) weight(table.zero_points);
+    if (shared) shared_head_ = table;
     // MatMulNBits stores [V, blocks, block_bytes]; the gather reads rows [V, K * bits / 8].
-    std::string rows = reshape(p + "/Reshape", shared_head_->packed.name, {cfg_.vocab_size, -1});
-    std::vector<std::string> inputs = {rows, io::kInputIds, shared_head_->scales.name};
-    if (!f.symmetric) inputs.push_back(shared_head_->zero_points.name);
-    return op("GatherBlockQuantized", p + "/GatherBlockQuantized", inputs, dtype_of(shared_head_->scales.name),
+    std::string rows = reshape(p + "/Reshape", table.packed.name, {cfg_.vocab_size, -1});
+    std::vector<std::string> inputs = {rows, io::kInputIds, table.scales.name};
+    if (!f.symmetric) inputs.push_back(table.zero_points.name);
+    return op("GatherBlockQuantized", p + "/GatherBlockQuantized", inputs, dtype_of(table.scales.name),
               {attr("gather_axis", 0), attr("quantize_axis", 1), attr("block_size", f.block_size),
                attr("bits", int64_t(f.bits))},
               kMsDomain);  // [B, S, H]
   }
   // A float table: the lm_head's own when tied to a float lm_head, else in
   // the layers' float dtype (the activation dtype for quantized builds).
-  const DataType dt = tied && !plan_.lm_head.quantized ? plan_.lm_head.float_dtype
-                      : plan_.layers.quantized         ? plan_.activations
-                                                       : plan_.layers.float_dtype;
+  const DataType dt = tied() && !plan_.lm_head.quantized ? plan_.lm_head.float_dtype
+                      : plan_.layers.quantized           ? plan_.activations
+                                                         : plan_.layers.float_dtype;
   embed_table_ = weight(float_weight(ckpt_, tensor, "model.embed_tokens.weight", dt));
-  return op("Gather", "/model/embed_tokens/Gather", {embed_table_, io::kInputIds}, dt);  // [B, S, H]
+  return op("Gather", p + "/Gather", {embed_table_, io::kInputIds}, dt);  // [B, S, H]
 }
 
 std::string Graph::final_norm(const std::string& x, const std::string& residual) {
@@ -199,7 +203,7 @@ void Graph::lm_head(const std::string& normed) {
   if (shared_head_) {
     const quant::BlockFormat& f = plan_.lm_head.block;
     matmul_nbits("/lm_head", x, *shared_head_, f.bits, f.block_size, io::kLogits);
-  } else if (tensor == "embed_tokens.weight" && !embed_table_.empty() && !plan_.lm_head.quantized) {
+  } else if (tied() && !embed_table_.empty() && !plan_.lm_head.quantized) {
     // Tied float head: multiply by the embedding table [V, H] itself (transB),
     // so the largest tensor is stored once.
     const DataType wdt = dtype_of(embed_table_);

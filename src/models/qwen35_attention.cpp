@@ -2,9 +2,9 @@
 //
 //   x -> q_proj, k_proj, v_proj            (one MatMul + Split when fused)
 //   q_proj -> Reshape [B,S,nh,2hd] -> Split -> q4, gate4 (rows interleaved per head)
-//   q4 -> q_norm -> (RotaryEmbedding) \
-//   k  -> k_norm -> (RotaryEmbedding) -> GroupQueryAttention (rotary inside when it can) -> * sigmoid(gate) -> o_proj
-//   v  ------------------------------ /
+//   q4 -> q_norm -> (RotaryEmbedding) --+
+//   k  -> k_norm -> (RotaryEmbedding) --+-> GroupQueryAttention (rotary inside when it can)
+//   v  ---------------------------------+      -> * sigmoid(gate) -> o_proj
 #include <cmath>
 
 #include "models/qwen35.h"

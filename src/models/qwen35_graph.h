@@ -102,7 +102,8 @@ class Graph {
   std::string embed_tokens();
   std::string final_norm(const std::string& x, const std::string& residual);
   void lm_head(const std::string& x);
-  bool shares_quantized_table() const;
+  bool tied() const;
+  bool quantized_embedding() const;
 
   // ---- gated full attention (qwen35_attention.cpp) ----------------------------------
   bool rotary_inside_attention() const;

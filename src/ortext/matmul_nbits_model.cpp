@@ -87,7 +87,8 @@ onnx::ModelProto matmul_nbits_model(const std::vector<MatMulNBitsNode>& nodes, i
 }
 
 void save_with_external_data(onnx::ModelProto model, const fs::path& model_path) {
-  const std::string data_name = model_path.filename().string() + ".data";
+  std::string data_name = model_path.filename().string();
+  data_name += ".data";
   std::ofstream data(model_path.parent_path() / data_name, std::ios::binary);
   int64_t offset = 0;
   for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "runtime/tensor.h"
@@ -29,15 +30,6 @@ std::string dims_text(const std::vector<int64_t>& dims) {
     s += std::to_string(dims[i]);
   }
   return s + "]";
-}
-
-uint64_t fnv1a64(std::span<const std::byte> bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (std::byte b : bytes) {
-    h ^= uint64_t(b);
-    h *= 0x100000001b3ull;
-  }
-  return h;
 }
 
 // The shape of one row of a cache as the snapshot stores it (KV: only `length` positions).
@@ -76,51 +68,76 @@ void dense_to_kv(const std::byte* dense, std::span<std::byte> row, const KvLayou
   for (size_t h = 0; h < l.heads; ++h) std::memcpy(row.data() + h * l.stride_bytes, dense + h * l.used_bytes, l.used_bytes);
 }
 
-class Writer {
+// FNV-1a 64 over a stream of bytes, fed piece by piece.
+class Checksum {
  public:
-  template <class T>
-  void put(T value) {
-    const auto* p = reinterpret_cast<const std::byte*>(&value);
-    bytes_.insert(bytes_.end(), p, p + sizeof(T));
+  void add(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      hash_ ^= p[i];
+      hash_ *= 0x100000001b3ull;
+    }
   }
-  void put_bytes(std::span<const std::byte> b) { bytes_.insert(bytes_.end(), b.begin(), b.end()); }
-  std::vector<std::byte>& bytes() { return bytes_; }
+  uint64_t value() const { return hash_; }
 
  private:
-  std::vector<std::byte> bytes_;
+  uint64_t hash_ = 0xcbf29ce484222325ull;
 };
 
+// Writes straight to a stream (a file: no copy of the state in memory),
+// checksumming as it goes.
+class Writer {
+ public:
+  explicit Writer(std::ostream& out) : out_(out) {}
+
+  template <class T>
+  void put(T value) {
+    put_bytes(&value, sizeof(T));
+  }
+  void put_bytes(const void* data, size_t n) {
+    checksum_.add(data, n);
+    out_.write(static_cast<const char*>(data), std::streamsize(n));
+  }
+  void put_checksum() {
+    const uint64_t value = checksum_.value();
+    out_.write(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+
+ private:
+  std::ostream& out_;
+  Checksum checksum_;
+};
+
+// Reads from a stream of known size, checksumming as it goes; running past
+// the end is a "truncated" error naming the part it was reading.
 class Reader {
  public:
-  Reader(std::span<const std::byte> bytes, const std::string& origin) : bytes_(bytes), origin_(origin) {}
+  Reader(std::istream& in, uint64_t size, const std::string& origin) : in_(in), size_(size), origin_(origin) {}
 
   template <class T>
   T get(const char* what) {
-    need(sizeof(T), what);
     T value;
-    std::memcpy(&value, bytes_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
+    get_bytes(&value, sizeof(T), what);
     return value;
   }
-  std::span<const std::byte> take(size_t n, const char* what) {
-    need(n, what);
-    auto s = bytes_.subspan(pos_, n);
+  void get_bytes(void* data, size_t n, const char* what) {
+    if (n > size_ - pos_)
+      fail(origin_, std::string("truncated snapshot (ends inside the ") + what + ", after " + std::to_string(size_) +
+                        " bytes)");
+    if (!in_.read(static_cast<char*>(data), std::streamsize(n))) fail(origin_, "cannot read the snapshot");
+    checksum_.add(data, n);
     pos_ += n;
-    return s;
   }
-  size_t position() const { return pos_; }
-  size_t remaining() const { return bytes_.size() - pos_; }
+  uint64_t position() const { return pos_; }
+  uint64_t size() const { return size_; }
+  uint64_t checksum() const { return checksum_.value(); }
 
  private:
-  void need(size_t n, const char* what) const {
-    if (n > remaining())
-      fail(origin_, std::string("truncated snapshot (ends inside the ") + what + ", after " +
-                        std::to_string(bytes_.size()) + " bytes)");
-  }
-
-  std::span<const std::byte> bytes_;
+  std::istream& in_;
+  uint64_t size_;
   const std::string& origin_;
-  size_t pos_ = 0;
+  uint64_t pos_ = 0;
+  Checksum checksum_;
 };
 
 CacheSnapshot read_cache_header(Reader& in, const std::string& origin, uint64_t& data_bytes) {
@@ -214,9 +231,11 @@ void restore_row(HybridState& state, int64_t row, int64_t vocab_size, const Stat
   state.set_tokens(row, std::span(s.tokens).first(size_t(s.length)));
 }
 
-std::vector<std::byte> serialize_snapshot(const StateSnapshot& s) {
-  Writer out;
-  for (char c : kMagic) out.put(c);
+namespace {
+
+void write_snapshot(const StateSnapshot& s, std::ostream& stream) {
+  Writer out(stream);
+  out.put_bytes(kMagic, sizeof(kMagic));
   out.put(kVersion);
   out.put(uint32_t(0));
   out.put(uint64_t(s.vocab_size));
@@ -231,17 +250,17 @@ std::vector<std::byte> serialize_snapshot(const StateSnapshot& s) {
     for (int64_t d : c.dims) out.put(d);
     out.put(uint64_t(c.data.size()));
   }
-  for (int64_t id : s.tokens) out.put(id);
-  for (const CacheSnapshot& c : s.caches) out.put_bytes(c.data);
-  out.put(fnv1a64(out.bytes()));
-  return std::move(out.bytes());
+  out.put_bytes(s.tokens.data(), s.tokens.size() * sizeof(int64_t));
+  for (const CacheSnapshot& c : s.caches) out.put_bytes(c.data.data(), c.data.size());
+  out.put_checksum();
 }
 
-StateSnapshot parse_snapshot(std::span<const std::byte> bytes, const std::string& origin) {
-  Reader in(bytes, origin);
-  if (bytes.size() < sizeof(kMagic) || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
-    fail(origin, "not a deltagen state snapshot (bad magic)");
-  in.take(sizeof(kMagic), "magic");
+StateSnapshot read_snapshot(std::istream& stream, uint64_t size, const std::string& origin) {
+  Reader in(stream, size, origin);
+  char magic[sizeof(kMagic)] = {};
+  if (size < sizeof(kMagic)) fail(origin, "not a deltagen state snapshot (bad magic)");
+  in.get_bytes(magic, sizeof(magic), "magic");
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) fail(origin, "not a deltagen state snapshot (bad magic)");
   const uint32_t version = in.get<uint32_t>("header");
   if (version != kVersion)
     fail(origin, "snapshot format version " + std::to_string(version) + " is not supported (this build reads " +
@@ -259,41 +278,54 @@ StateSnapshot parse_snapshot(std::span<const std::byte> bytes, const std::string
   std::vector<uint64_t> data_bytes(cache_count);
   for (uint32_t c = 0; c < cache_count; ++c) s.caches.push_back(read_cache_header(in, origin, data_bytes[c]));
 
-  // The header fixes the file size: check it before reading (and checksumming) the rest.
+  // The header fixes the file size: check it before allocating and reading the rest.
   uint64_t expected = in.position() + token_count * sizeof(int64_t) + sizeof(uint64_t);
   for (uint64_t n : data_bytes)
     if (__builtin_add_overflow(expected, n, &expected)) fail(origin, "snapshot header announces an impossible size");
-  if (bytes.size() < expected)
-    fail(origin, "truncated snapshot (" + std::to_string(bytes.size()) + " bytes, the header announces " +
+  if (size < expected)
+    fail(origin, "truncated snapshot (" + std::to_string(size) + " bytes, the header announces " +
                      std::to_string(expected) + ")");
-  if (bytes.size() > expected)
-    fail(origin, "snapshot has " + std::to_string(bytes.size() - expected) + " unexpected bytes after its end");
-  uint64_t stored_checksum;
-  std::memcpy(&stored_checksum, bytes.data() + expected - sizeof(uint64_t), sizeof(uint64_t));
-  if (fnv1a64(bytes.first(expected - sizeof(uint64_t))) != stored_checksum)
-    fail(origin, "snapshot checksum mismatch (the file is corrupt)");
+  if (size > expected)
+    fail(origin, "snapshot has " + std::to_string(size - expected) + " unexpected bytes after its end");
 
   s.tokens.resize(token_count);
-  for (uint64_t i = 0; i < token_count; ++i) s.tokens[i] = in.get<int64_t>("tokens");
+  in.get_bytes(s.tokens.data(), token_count * sizeof(int64_t), "tokens");
   for (uint32_t c = 0; c < cache_count; ++c) {
-    auto data = in.take(data_bytes[c], "state data");
-    s.caches[c].data.assign(data.begin(), data.end());
+    s.caches[c].data.resize(data_bytes[c]);
+    in.get_bytes(s.caches[c].data.data(), data_bytes[c], "state data");
   }
+  const uint64_t computed = in.checksum();
+  if (in.get<uint64_t>("checksum") != computed) fail(origin, "snapshot checksum mismatch (the file is corrupt)");
   return s;
 }
 
+}  // namespace
+
+std::vector<std::byte> serialize_snapshot(const StateSnapshot& s) {
+  std::ostringstream out;
+  write_snapshot(s, out);
+  const std::string bytes = std::move(out).str();
+  const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
+  return std::vector<std::byte>(data, data + bytes.size());
+}
+
+StateSnapshot parse_snapshot(std::span<const std::byte> bytes, const std::string& origin) {
+  std::istringstream in(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  return read_snapshot(in, bytes.size(), origin);
+}
+
 void save_snapshot_file(const StateSnapshot& snapshot, const std::filesystem::path& file) {
-  const std::vector<std::byte> bytes = serialize_snapshot(snapshot);
-  write_file_atomic(file, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  AtomicFile out(file);
+  write_snapshot(snapshot, out.stream());
+  out.commit();
 }
 
 StateSnapshot load_snapshot_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file.string(), "cannot open the snapshot file");
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(file.string(), "cannot read the snapshot file");
-  const auto* data = reinterpret_cast<const std::byte*>(raw.data());
-  return parse_snapshot(std::span(data, raw.size()), file.string());
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(file, ec);
+  if (!in || ec) fail(file.string(), "cannot open the snapshot file");
+  return read_snapshot(in, size, file.string());
 }
 
 }  // namespace deltagen

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
@@ -31,7 +30,9 @@ struct Candidate {
 };
 
 void require_supported_options(const nlohmann::json& model, const std::string& where) {
-  auto set_and_true = [&](const char* key) { return model.contains(key) && model[key].is_boolean() && model[key].get<bool>(); };
+  auto set_and_true = [&](const char* key) {
+    return model.contains(key) && model[key].is_boolean() && model[key].get<bool>();
+  };
   auto non_empty = [&](const char* key) {
     return model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty();
   };
@@ -64,10 +65,8 @@ BpeModel::BpeModel(const nlohmann::json& model, const std::string& where) {
 void BpeModel::load_vocab(const nlohmann::json& vocab, const std::string& where) {
   id_by_bytes_.reserve(vocab.size());
   for (const auto& [text, id_json] : vocab.items()) {
-    // Ids index a dense table: bound them far above any real vocabulary (Qwen: 248,320)
-    // so a hostile file cannot make us allocate gigabytes.
-    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() >= kMaxTokenId)
-      fail(where, "model.vocab['" + text + "']: id is not an integer in [0, " + std::to_string(kMaxTokenId) + ")");
+    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() >= kMaxTokenIds)
+      fail(where, "model.vocab['" + text + "']: id is not an integer in [0, " + std::to_string(kMaxTokenIds) + ")");
     auto id = int32_t(id_json.get<int64_t>());
     if (size_t(id) >= tokens_.size()) tokens_.resize(size_t(id) + 1);
     Token& t = tokens_[size_t(id)];

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,16 +13,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "tokenizer/bpe_tables.h"
 
 namespace deltagen::tok {
 
-// Token ids index dense tables, so they are bounded well above any real
-// vocabulary (Qwen3.5: 248,320) to keep a hostile tokenizer.json from sizing
-// them at gigabytes.
-constexpr int64_t kMaxTokenId = int64_t(1) << 24;
+// Token ids must lie below this. Ids index tables, so a tokenizer.json
+// claiming id 2^31 would cost tens of GB; real vocabularies stay below 2^18.
+inline constexpr int64_t kMaxTokenIds = int64_t(1) << 22;
 
 class BpeModel {
  public:
@@ -54,11 +52,11 @@ class BpeModel {
 
   static constexpr int32_t kUnknown = -1;
 
-  std::vector<Token> tokens_;                                   // by id
-  std::unordered_map<std::string, int32_t> id_by_bytes_;        // byte-level tokens
-  std::unordered_map<std::string, int32_t> id_by_other_text_;   // tokens outside the alphabet
+  std::vector<Token> tokens_;                                  // by id
+  std::unordered_map<std::string, int32_t> id_by_bytes_;       // byte-level tokens
+  std::unordered_map<std::string, int32_t> id_by_other_text_;  // tokens outside the alphabet
   MergeTable merges_;
-  int32_t byte_id_[256];                                        // single-byte tokens
+  int32_t byte_id_[256];  // single-byte tokens
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;

@@ -50,7 +50,8 @@ std::optional<std::span<const int32_t>> WordCache::find(std::string_view word) c
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
     if (s.key_length == 0) return std::nullopt;
-    if (s.hash == h && s.key_length == word.size() && std::memcmp(keys_.data() + s.key_offset, word.data(), word.size()) == 0)
+    if (s.hash == h && s.key_length == word.size() &&
+        std::memcmp(keys_.data() + s.key_offset, word.data(), word.size()) == 0)
       return std::span<const int32_t>(ids_.data() + s.ids_offset, s.id_count);
   }
 }

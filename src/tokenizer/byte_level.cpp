@@ -9,7 +9,9 @@ namespace {
 
 // Bytes that are printable (and not space) in Latin-1 keep their own code
 // point; the other 68 bytes get U+0100, U+0101, ... in byte order.
-bool keeps_own_code_point(int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+bool keeps_own_code_point(int b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
 
 struct Tables {
   std::array<char32_t, 256> char_of_byte{};

@@ -29,11 +29,16 @@ class PatternTranslator {
   std::string run() {
     while (i_ < p_.size()) {
       char c = p_[i_];
-      if (c == '\\') escape_outside_class();
-      else if (c == '[') character_class();
-      else if (c == '(') open_group();
-      else if (c == ')') close_group();
-      else if (c == '{') brace();
+      if (c == '\\')
+        escape_outside_class();
+      else if (c == '[')
+        character_class();
+      else if (c == '(')
+        open_group();
+      else if (c == ')')
+        close_group();
+      else if (c == '{')
+        brace();
       else if (fold_ && is_ascii_letter(c)) {
         out_ += std::string("[") + c + other_case(c) + "]";
         ++i_;
@@ -71,9 +76,12 @@ class PatternTranslator {
 
   // Escapes that mean the same character inside and outside classes.
   bool simple_escape(char next) {
-    if (next == 'v') out_ += "\\x{0B}";  // PCRE2's \v is a class (vertical space)
-    else if (next == 'a') out_ += "\\x{07}";
-    else if (next == 'e') out_ += "\\x{1B}";
+    if (next == 'v')
+      out_ += "\\x{0B}";  // PCRE2's \v is a class (vertical space)
+    else if (next == 'a')
+      out_ += "\\x{07}";
+    else if (next == 'e')
+      out_ += "\\x{1B}";
     else if (next == 'u') {
       if (i_ + 6 > p_.size()) unsupported("short \\u escape");
       out_ += "\\x{" + std::string(p_.substr(i_ + 2, 4)) + "}";
@@ -93,13 +101,26 @@ class PatternTranslator {
     if (simple_escape(next)) return;
     const char* replacement = nullptr;
     switch (next) {
-      case 's': replacement = "\\p{White_Space}"; break;
-      case 'S': replacement = "\\P{White_Space}"; break;
-      case 'd': replacement = "\\p{Nd}"; break;
-      case 'D': replacement = "\\P{Nd}"; break;
-      case 'h': replacement = "[0-9A-Fa-f]"; break;
-      case 'H': replacement = "[^0-9A-Fa-f]"; break;
-      default: break;
+      case 's':
+        replacement = "\\p{White_Space}";
+        break;
+      case 'S':
+        replacement = "\\P{White_Space}";
+        break;
+      case 'd':
+        replacement = "\\p{Nd}";
+        break;
+      case 'D':
+        replacement = "\\P{Nd}";
+        break;
+      case 'h':
+        replacement = "[0-9A-Fa-f]";
+        break;
+      case 'H':
+        replacement = "[^0-9A-Fa-f]";
+        break;
+      default:
+        break;
     }
     if (replacement) {
       out_ += replacement;
@@ -120,14 +141,27 @@ class PatternTranslator {
     char next = p_[i_ + 1];
     if (simple_escape(next)) return;
     switch (next) {
-      case 's': out_ += "\\p{White_Space}"; break;
-      case 'S': out_ += "\\P{White_Space}"; break;
-      case 'd': out_ += "\\p{Nd}"; break;
-      case 'D': out_ += "\\P{Nd}"; break;
-      case 'w': out_ += kWordChars; break;
-      case 'h': out_ += kHexDigits; break;
+      case 's':
+        out_ += "\\p{White_Space}";
+        break;
+      case 'S':
+        out_ += "\\P{White_Space}";
+        break;
+      case 'd':
+        out_ += "\\p{Nd}";
+        break;
+      case 'D':
+        out_ += "\\P{Nd}";
+        break;
+      case 'w':
+        out_ += kWordChars;
+        break;
+      case 'h':
+        out_ += kHexDigits;
+        break;
       case 'W':
-      case 'H': unsupported("\\W or \\H inside a character class");
+      case 'H':
+        unsupported("\\W or \\H inside a character class");
       default:
         out_ += '\\';
         ++i_;
@@ -248,8 +282,7 @@ class PatternTranslator {
 };
 
 // GPT-2's pattern, used by a ByteLevel pre-tokenizer with use_regex = true.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 std::string escape_literal(const std::string& s) {
   std::string out;
@@ -352,12 +385,14 @@ void RegexSplitter::split(std::string_view text, const PieceSink& emit) const {
   auto piece = [&](size_t b, size_t e) {
     if (e > b) emit(text.substr(b, e - b));
   };
-  size_t pending = 0;            // start of text not emitted yet (merging behaviors)
+  size_t pending = 0;             // start of text not emitted yet (merging behaviors)
   bool pending_is_delim = false;  // Contiguous: whether [pending, here) is a run of delimiters
   for_each_segment(text, [&](size_t b, size_t e, bool matched) {
     bool delim = matched != invert_;
     switch (behavior_) {
-      case SplitBehavior::kIsolated: piece(b, e); break;
+      case SplitBehavior::kIsolated:
+        piece(b, e);
+        break;
       case SplitBehavior::kRemoved:
         if (!delim) piece(b, e);
         break;
@@ -403,17 +438,20 @@ void PreTokenizer::add_steps(const nlohmann::json& config, const std::string& wh
   } else if (type == "Split") {
     const auto& pattern = config.at("pattern");
     std::string pcre2;
-    if (pattern.contains("Regex")) pcre2 = oniguruma_to_pcre2(pattern.at("Regex").get<std::string>());
-    else if (pattern.contains("String")) pcre2 = escape_literal(pattern.at("String").get<std::string>());
-    else fail(where, "pre_tokenizer Split: pattern needs \"Regex\" or \"String\"");
+    if (pattern.contains("Regex"))
+      pcre2 = oniguruma_to_pcre2(pattern.at("Regex").get<std::string>());
+    else if (pattern.contains("String"))
+      pcre2 = escape_literal(pattern.at("String").get<std::string>());
+    else
+      fail(where, "pre_tokenizer Split: pattern needs \"Regex\" or \"String\"");
     SplitBehavior behavior = parse_behavior(config.value("behavior", std::string("Isolated")), where);
     steps_.push_back({std::make_shared<RegexSplitter>(pcre2, behavior, config.value("invert", false), where), false});
   } else if (type == "ByteLevel") {
     Step step;
     step.add_prefix_space = config.value("add_prefix_space", false);
     if (config.value("use_regex", true))
-      step.regex = std::make_shared<RegexSplitter>(oniguruma_to_pcre2(kGpt2Pattern), SplitBehavior::kIsolated,
-                                                   false, where);
+      step.regex =
+          std::make_shared<RegexSplitter>(oniguruma_to_pcre2(kGpt2Pattern), SplitBehavior::kIsolated, false, where);
     steps_.push_back(std::move(step));
     byte_level_ = true;
   } else {

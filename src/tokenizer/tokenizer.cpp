@@ -5,10 +5,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
@@ -41,9 +40,8 @@ struct Tokenizer::Impl {
   void encode_words(std::string_view text, std::vector<int64_t>& out) const;
   // Splits `text` around the added tokens `matcher` finds: calls on_text for
   // the stretches between them and pushes the tokens' ids to `out`.
-  void split_on_added_tokens(std::string_view text, const tok::AddedTokenMatcher& matcher,
-                             const EncodeOptions& options, std::vector<int64_t>& out,
-                             const std::function<void(std::string_view)>& on_text) const;
+  void split_on_added_tokens(std::string_view text, const tok::AddedTokenMatcher& matcher, const EncodeOptions& options,
+                             std::vector<int64_t>& out, const std::function<void(std::string_view)>& on_text) const;
   bool single_word_boundaries_ok(std::string_view text, size_t begin, size_t end) const;
 
   // ---- decoding ----
@@ -149,8 +147,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   auto impl = std::make_shared<Impl>();
   impl->name = name;
   json root = parse_json(tokenizer_json, name);
-  json config = tokenizer_config_json.empty() ? json::object()
-                                              : parse_json(tokenizer_config_json, "tokenizer_config.json");
+  json config =
+      tokenizer_config_json.empty() ? json::object() : parse_json(tokenizer_config_json, "tokenizer_config.json");
   try {
     if (!root.is_object() || !root.contains("model")) fail(name, "no \"model\" section");
     impl->bpe = std::make_unique<tok::BpeModel>(root["model"], name);
@@ -164,9 +162,9 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
     impl->id_limit = impl->bpe->id_limit();
     for (const json& j : root.value("added_tokens", json::array())) {
       AddedToken t = parse_added_token(j);
-      if (t.id < 0 || t.id >= tok::kMaxTokenId)
+      if (t.id < 0 || t.id >= tok::kMaxTokenIds)
         fail(name, "added token '" + t.content + "' has id " + std::to_string(t.id) + ", outside [0, " +
-                       std::to_string(tok::kMaxTokenId) + ")");
+                       std::to_string(tok::kMaxTokenIds) + ")");
       auto index = int32_t(impl->added.size());
       impl->added_by_id[t.id] = size_t(index);
       impl->added_by_content.emplace(t.content, size_t(index));
@@ -204,8 +202,7 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 // ---- encoding -----------------------------------------------------------------------
 
 std::vector<int64_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
-  if (auto bad = tok::find_invalid_utf8(text))
-    fail("text", "invalid UTF-8 at byte offset " + std::to_string(*bad));
+  if (auto bad = tok::find_invalid_utf8(text)) fail("text", "invalid UTF-8 at byte offset " + std::to_string(*bad));
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3);
   impl_->encode_text(text, options, ids);

@@ -13,11 +13,20 @@ const icu::Normalizer2* icu_instance(NormalizationForm form) {
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* n = nullptr;
   switch (form) {
-    case NormalizationForm::kNone: return nullptr;
-    case NormalizationForm::kNFC: n = icu::Normalizer2::getNFCInstance(status); break;
-    case NormalizationForm::kNFD: n = icu::Normalizer2::getNFDInstance(status); break;
-    case NormalizationForm::kNFKC: n = icu::Normalizer2::getNFKCInstance(status); break;
-    case NormalizationForm::kNFKD: n = icu::Normalizer2::getNFKDInstance(status); break;
+    case NormalizationForm::kNone:
+      return nullptr;
+    case NormalizationForm::kNFC:
+      n = icu::Normalizer2::getNFCInstance(status);
+      break;
+    case NormalizationForm::kNFD:
+      n = icu::Normalizer2::getNFDInstance(status);
+      break;
+    case NormalizationForm::kNFKC:
+      n = icu::Normalizer2::getNFKCInstance(status);
+      break;
+    case NormalizationForm::kNFKD:
+      n = icu::Normalizer2::getNFKDInstance(status);
+      break;
   }
   if (U_FAILURE(status) || !n) fail("ICU", std::string("cannot load normalization data: ") + u_errorName(status));
   return n;

@@ -12,10 +12,14 @@ constexpr const char* kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 void second_byte_range(unsigned char lead, unsigned char& lower, unsigned char& upper) {
   lower = 0x80;
   upper = 0xBF;
-  if (lead == 0xE0) lower = 0xA0;       // no overlong 3-byte forms
-  else if (lead == 0xED) upper = 0x9F;  // no surrogates
-  else if (lead == 0xF0) lower = 0x90;  // no overlong 4-byte forms
-  else if (lead == 0xF4) upper = 0x8F;  // nothing above U+10FFFF
+  if (lead == 0xE0)
+    lower = 0xA0;  // no overlong 3-byte forms
+  else if (lead == 0xED)
+    upper = 0x9F;  // no surrogates
+  else if (lead == 0xF0)
+    lower = 0x90;  // no overlong 4-byte forms
+  else if (lead == 0xF4)
+    upper = 0x8F;  // nothing above U+10FFFF
 }
 
 // Continuation bytes a lead byte needs, or -1 if it cannot start a sequence.
@@ -92,8 +96,7 @@ void append_utf8(std::string& out, char32_t cp) {
 
 bool is_white_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 // The WHATWG "UTF-8 decoder" algorithm, one byte at a time. A byte that breaks

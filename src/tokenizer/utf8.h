@@ -45,8 +45,8 @@ class LossyUtf8Decoder {
  private:
   void reset_sequence();
 
-  std::string pending_;  // bytes of the sequence being completed
-  int needed_ = 0;       // continuation bytes the lead byte promised
+  std::string pending_;                        // bytes of the sequence being completed
+  int needed_ = 0;                             // continuation bytes the lead byte promised
   unsigned char lower_ = 0x80, upper_ = 0xBF;  // allowed range of the next continuation byte
 };
 

@@ -4,10 +4,9 @@
 //   deltagen tokenize --tokenizer DIR --decode --ids 1,2,3 [--json]
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/tokenizer.h"
 #include "tools/args.h"
