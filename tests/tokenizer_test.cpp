@@ -7,8 +7,9 @@
 //                     ids, round trips, streaming decode, the CLI, speed.
 // The Qwen3 tests need scripts/fetch_tokenizer_assets.sh to have run (setup
 // does) and node; they skip, saying why, only when those are missing.
-#include <gtest/gtest.h>
+#include "tokenizer/tokenizer.h"
 
+#include <gtest/gtest.h>
 #include <time.h>
 
 #include <cstdio>
@@ -19,7 +20,6 @@
 #include "test_util.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenize.h"
-#include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer_corpus.h"
 #include "util/error.h"
@@ -55,7 +55,9 @@ std::string error_of(Fn&& fn) {
   return "";
 }
 
-bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 // ==== a tiny handmade tokenizer =====================================================
 //
@@ -64,8 +66,8 @@ bool contains(const std::string& haystack, const std::string& needle) { return h
 // <rs> (rstrip), "word" (single_word), "café" (normalized).
 
 const std::vector<std::pair<std::string, std::string>> kTinyMerges = {
-    {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {"Ġ", "w"}, {"o", "r"}, {"Ġw", "or"},
-    {"Ġwor", "l"}, {"Ġworl", "d"}, {"b", "c"}, {"a", "b"}, {"a", "a"}, {"Ã", "©"}};
+    {"h", "e"},    {"l", "l"},     {"he", "ll"}, {"hell", "o"}, {"Ġ", "w"}, {"o", "r"}, {"Ġw", "or"},
+    {"Ġwor", "l"}, {"Ġworl", "d"}, {"b", "c"},   {"a", "b"},    {"a", "a"}, {"Ã", "©"}};
 constexpr int64_t kHello = 259, kSpaceWorld = 264, kBC = 265, kAA = 267;
 constexpr int64_t kEnd = 300, kX = 301, kXy = 302, kLs = 303, kRs = 304, kWord = 305, kCafe = 306;
 
@@ -79,16 +81,15 @@ json tiny_tokenizer_json() {
     vocab[l + r] = next_id++;
   }
   auto added = [](int64_t id, const std::string& content, bool special, json flags = json::object()) {
-    json t = {{"id", id},        {"content", content}, {"single_word", false}, {"lstrip", false},
+    json t = {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
               {"rstrip", false}, {"normalized", false}, {"special", special}};
     for (auto& [k, v] : flags.items()) t[k] = v;
     return t;
   };
-  json added_tokens = json::array({added(kEnd, "<|end|>", true), added(kX, "<x>", false), added(kXy, "<x>y", false),
-                                   added(kLs, "<ls>", false, {{"lstrip", true}}),
-                                   added(kRs, "<rs>", false, {{"rstrip", true}}),
-                                   added(kWord, "word", false, {{"single_word", true}}),
-                                   added(kCafe, "caf\u00e9", false, {{"normalized", true}})});
+  json added_tokens = json::array(
+      {added(kEnd, "<|end|>", true), added(kX, "<x>", false), added(kXy, "<x>y", false),
+       added(kLs, "<ls>", false, {{"lstrip", true}}), added(kRs, "<rs>", false, {{"rstrip", true}}),
+       added(kWord, "word", false, {{"single_word", true}}), added(kCafe, "caf\u00e9", false, {{"normalized", true}})});
   json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
   return {
       {"version", "1.0"},
@@ -97,11 +98,9 @@ json tiny_tokenizer_json() {
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         json::array({{{"type", "Split"},
-                       {"pattern", {{"Regex", kQwenRegex}}},
-                       {"behavior", "Isolated"},
-                       {"invert", false}},
-                      byte_level})}}},
+         json::array(
+             {{{"type", "Split"}, {"pattern", {{"Regex", kQwenRegex}}}, {"behavior", "Isolated"}, {"invert", false}},
+              byte_level})}}},
       {"post_processor", byte_level},
       {"decoder", byte_level},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"dropout", nullptr}, {"unk_token", nullptr}}},
@@ -216,9 +215,11 @@ TEST(TokenizerUnit, IncrementalDecoderNeverSplitsACharacter) {
   EXPECT_TRUE(d.has_pending());
   EXPECT_EQ(d.push(0xBD), "");
   EXPECT_EQ(d.push(0xA0), "\u4f60");
-  EXPECT_EQ(d.push(0xFF), "\uFFFD");      // can never become valid: replaced at once
+  EXPECT_EQ(d.push(0xFF), "\uFFFD");  // can never become valid: replaced at once
   EXPECT_EQ(d.push(0xF0), "");
-  EXPECT_EQ(d.push('A'), "\uFFFD" "A");   // the broken sequence ends, 'A' is itself
+  EXPECT_EQ(d.push('A'),
+            "\uFFFD"
+            "A");  // the broken sequence ends, 'A' is itself
   EXPECT_EQ(d.push(0xC3), "");
   EXPECT_EQ(d.push(kEnd), "\uFFFD<|end|>");
   EXPECT_EQ(d.push(0xF0), "");
@@ -230,11 +231,20 @@ TEST(TokenizerUnit, IncrementalDecoderNeverSplitsACharacter) {
 
 TEST(TokenizerUnit, LossyUtf8MatchesWhatwg) {
   // Expected outputs follow the WHATWG decoder (= Rust from_utf8_lossy).
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"\xF0\x80\x80", "\uFFFD\uFFFD\uFFFD"}, {"\xED\xA0\x80", "\uFFFD\uFFFD\uFFFD"},
-      {"\xC0\xAF", "\uFFFD\uFFFD"},           {"\xE2\x82", "\uFFFD"},
-      {"\xE2\x82" "A", "\uFFFD" "A"},         {"\xF4\x90\x80\x80", "\uFFFD\uFFFD\uFFFD\uFFFD"},
-      {"a\x80" "b", "a\uFFFD" "b"},           {"\xF0\x9F\x98\x80", "\U0001F600"}};
+  const std::vector<std::pair<std::string, std::string>> cases = {{"\xF0\x80\x80", "\uFFFD\uFFFD\uFFFD"},
+                                                                  {"\xED\xA0\x80", "\uFFFD\uFFFD\uFFFD"},
+                                                                  {"\xC0\xAF", "\uFFFD\uFFFD"},
+                                                                  {"\xE2\x82", "\uFFFD"},
+                                                                  {"\xE2\x82"
+                                                                   "A",
+                                                                   "\uFFFD"
+                                                                   "A"},
+                                                                  {"\xF4\x90\x80\x80", "\uFFFD\uFFFD\uFFFD\uFFFD"},
+                                                                  {"a\x80"
+                                                                   "b",
+                                                                   "a\uFFFD"
+                                                                   "b"},
+                                                                  {"\xF0\x9F\x98\x80", "\U0001F600"}};
   for (const auto& [in, expected] : cases) {
     tok::LossyUtf8Decoder d;
     std::string out;
@@ -246,7 +256,9 @@ TEST(TokenizerUnit, LossyUtf8MatchesWhatwg) {
 
 TEST(TokenizerUnit, InvalidUtf8IsAnErrorNamingTheOffset) {
   EXPECT_EQ(find_invalid_utf8("plain ascii text, long enough for the 8-byte path"), std::nullopt);
-  EXPECT_EQ(find_invalid_utf8("abc\xFF" "def"), 3u);
+  EXPECT_EQ(find_invalid_utf8("abc\xFF"
+                              "def"),
+            3u);
   EXPECT_EQ(find_invalid_utf8("\xC3"), 0u);
   EXPECT_EQ(find_invalid_utf8("ok\xE2\x82"), 2u);
   EXPECT_EQ(find_invalid_utf8("\xED\xA0\x80"), 0u);      // a surrogate
@@ -427,11 +439,10 @@ class TokenizerQwen3 : public ::testing::Test {
       corpus.push_back({{"name", "random ids " + std::to_string(i)}, {"decode_ids", (*random_ids_)[i]}});
     write_file(tmp / "corpus.json", corpus.dump());
     fs::path script = fs::path(DELTAGEN_SOURCE_DIR) / "tests" / "tokenizer_reference.mjs";
-    std::string cmd = "node " + test::shell_quote(script.string()) + " " +
-                      test::shell_quote(reference_module_dir().string()) + " " +
-                      test::shell_quote(qwen3_dir().string()) + " " + test::shell_quote((tmp / "corpus.json").string()) +
-                      " " + test::shell_quote((tmp / "out.json").string()) + " 2>" +
-                      test::shell_quote((tmp / "err.txt").string());
+    std::string cmd =
+        "node " + test::shell_quote(script.string()) + " " + test::shell_quote(reference_module_dir().string()) + " " +
+        test::shell_quote(qwen3_dir().string()) + " " + test::shell_quote((tmp / "corpus.json").string()) + " " +
+        test::shell_quote((tmp / "out.json").string()) + " 2>" + test::shell_quote((tmp / "err.txt").string());
     if (std::system(cmd.c_str()) != 0) {
       reference_error_ = new std::string("reference tokenizer failed: " + test::read_text(tmp / "err.txt"));
       return;
@@ -604,8 +615,9 @@ TEST_F(TokenizerQwen3, EncodesAtLeastFiveMegabytesPerSecond) {
     return double(text.size()) * passes / 1e6 / s;
   };
   double cold = mb_per_s(1), warm = mb_per_s(5);
-  std::printf("[ speed    ] encode, one thread, %.2f MB mixed corpus: %.1f MB/s cold cache, %.1f MB/s warm (CPU time)\n",
-              double(text.size()) / 1e6, cold, warm);
+  std::printf(
+      "[ speed    ] encode, one thread, %.2f MB mixed corpus: %.1f MB/s cold cache, %.1f MB/s warm (CPU time)\n",
+      double(text.size()) / 1e6, cold, warm);
 #ifdef NDEBUG  // an unoptimized build is allowed to be slow
   EXPECT_GE(warm, 5.0);
 #endif
@@ -615,7 +627,8 @@ TEST_F(TokenizerQwen3, EncodesAtLeastFiveMegabytesPerSecond) {
 
 TEST_F(TokenizerQwen3, CliEncodesAndDecodes) {
   const std::string dir = qwen3_dir().string();
-  auto r = test::run_cli({"tokenize", "--tokenizer", dir, "--text", "Hello, my dog is cute. <think>x</think>", "--json"});
+  auto r =
+      test::run_cli({"tokenize", "--tokenizer", dir, "--text", "Hello, my dog is cute. <think>x</think>", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[9707,11,847,5562,374,18838,13,220,151667,87,151668]\n");
 
@@ -647,6 +660,40 @@ void expect_cli_error(const test::CliResult& r, const std::string& needle) {
   EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_TRUE(contains(r.err, needle)) << "expected '" << needle << "' in: " << r.err;
+}
+
+// synth --tokenizer: a synthetic checkpoint with the real tokenizer, built and
+// run with text in and out (the demo's path).
+TEST_F(TokenizerQwen3, SynthWithTokenizerRunsTextEndToEnd) {
+  TempDir tmp;
+  const std::string ckpt = (tmp / "ckpt").string(), model = (tmp / "model").string();
+  auto r = test::run_cli({"synth", "--preset", "tiny", "--layers", "2", "--dtype", "f32", "--tokenizer",
+                          qwen3_dir().string(), "--out", ckpt});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(fs::path(ckpt) / "tokenizer_config.json"));
+  const json cfg = json::parse(test::read_text(fs::path(ckpt) / "config.json"));
+  const json& text_cfg = cfg.contains("text_config") ? cfg["text_config"] : cfg;
+  EXPECT_EQ(text_cfg.at("vocab_size").get<int64_t>(), tokenizer_->vocab_size());
+  EXPECT_EQ(tokenizer_->eos_token_id(), tokenizer_->token_to_id("<|im_end|>"));
+
+  r = test::run_cli({"build", "--checkpoint", ckpt, "--out", model, "--context-length", "256"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_cli({"generate", "--model", model, "--prompt", "Hello, world", "--max-new-tokens", "6",
+                     "--ignore-eos", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out.at("prompt_ids").get<Ids>(), (Ids{9707, 11, 1879}));
+  const Ids generated = out.at("generated_ids").get<Ids>();
+  ASSERT_EQ(generated.size(), 6u);
+  EXPECT_EQ(out.at("text").get<std::string>(), tokenizer_->decode(generated));
+
+  // No tokenizer.json in the folder: one line naming the folder, no checkpoint.
+  fs::create_directories(tmp / "empty");
+  r = test::run_cli({"synth", "--preset", "tiny", "--tokenizer", (tmp / "empty").string(), "--out",
+                     (tmp / "ckpt2").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.err, "tokenizer.json")) << r.err;
+  EXPECT_FALSE(fs::exists(tmp / "ckpt2"));
 }
 
 TEST_F(TokenizerQwen3, CliErrors) {

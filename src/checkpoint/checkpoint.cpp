@@ -152,13 +152,21 @@ std::vector<double> Checkpoint::load_f64(const std::string& name) const {
   return out;
 }
 
-std::vector<fs::path> Checkpoint::tokenizer_files() const {
+std::vector<fs::path> tokenizer_files_in(const fs::path& dir) {
   std::vector<fs::path> out;
   for (const char* n : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
                         "special_tokens_map.json", "added_tokens.json", "generation_config.json",
                         "chat_template.jinja", "chat_template.json"})
-    if (fs::is_regular_file(dir_ / n)) out.push_back(dir_ / n);
+    if (fs::is_regular_file(dir / n)) out.push_back(dir / n);
   return out;
+}
+
+void copy_files_into(const std::vector<fs::path>& files, const fs::path& dir) {
+  for (const fs::path& src : files) {
+    std::error_code ec;
+    fs::copy_file(src, dir / src.filename(), fs::copy_options::overwrite_existing, ec);
+    if (ec) fail(src.string(), "cannot copy into " + dir.string() + ": " + ec.message());
+  }
 }
 
 }  // namespace deltagen

@@ -29,6 +29,13 @@ struct TensorSpec {
 // stable order: embeddings, layers 0..N-1, final norm, lm_head.
 std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& cfg);
 
+// The tokenizer and generation files (tokenizer.json, tokenizer_config.json,
+// chat template, ...) present in `dir`.
+std::vector<std::filesystem::path> tokenizer_files_in(const std::filesystem::path& dir);
+
+// Copies `files` into `dir`; throws Error naming the file that fails.
+void copy_files_into(const std::vector<std::filesystem::path>& files, const std::filesystem::path& dir);
+
 class Checkpoint {
  public:
   // Throws Error naming the file and the problem.
@@ -48,7 +55,7 @@ class Checkpoint {
 
   // All files that belong to the checkpoint besides weights (tokenizer etc.)
   // that a build should copy next to the model.
-  std::vector<std::filesystem::path> tokenizer_files() const;
+  std::vector<std::filesystem::path> tokenizer_files() const { return tokenizer_files_in(dir_); }
 
  private:
   std::filesystem::path dir_;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -137,6 +138,16 @@ ModelConfig synth_preset(const std::string& name) {
   return c;
 }
 
+void fit_config_to_tokenizer(ModelConfig& cfg, const fs::path& tokenizer_dir) {
+  const Tokenizer tok = Tokenizer::load(tokenizer_dir);
+  cfg.vocab_size = tok.vocab_size();
+  cfg.eos_token_ids.clear();
+  if (auto eos = tok.eos_token_id()) cfg.eos_token_ids.push_back(*eos);
+  if (auto end = tok.token_to_id("<|endoftext|>"); end && (cfg.eos_token_ids.empty() || *end != cfg.eos_token_ids[0]))
+    cfg.eos_token_ids.push_back(*end);
+  if (cfg.eos_token_ids.empty()) fail(tokenizer_dir.string(), "the tokenizer names no eos_token and has no <|endoftext|>");
+}
+
 void set_num_layers(ModelConfig& c, int64_t layers) {
   if (layers <= 0 || layers > 1024) fail("--layers", "must be between 1 and 1024");
   c.num_hidden_layers = layers;
@@ -164,8 +175,16 @@ void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts
     total += double(bytes);
   }
 
+  std::vector<fs::path> tokenizer_files;
+  if (!opts.tokenizer_dir.empty()) {
+    tokenizer_files = tokenizer_files_in(opts.tokenizer_dir);
+    if (tokenizer_files.empty() || !fs::is_regular_file(opts.tokenizer_dir / "tokenizer.json"))
+      fail(opts.tokenizer_dir.string(), "no tokenizer.json in this folder");
+  }
+
   AtomicDir dir(out_dir);
   write_file_atomic(dir.path() / "config.json", config_to_json(cfg, opts.vl_layout).dump(2) + "\n");
+  copy_files_into(tokenizer_files, dir.path());
 
   nlohmann::json weight_map = nlohmann::json::object();
   std::vector<float> values;

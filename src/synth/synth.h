@@ -24,7 +24,16 @@ struct SynthOptions {
   bool vl_layout = true;            // config nested in text_config, "model.language_model." names
   int64_t shard_bytes = 4ll << 30;  // split into model-0000k-of-0000n.safetensors above this
   bool progress = false;            // progress lines on stderr
+  // Tokenizer files (tokenizer.json, tokenizer_config.json, ...) copied from
+  // this folder into the checkpoint; empty = none.
+  std::filesystem::path tokenizer_dir;
 };
+
+// Fits a synthetic config to a real tokenizer: vocab_size becomes the
+// tokenizer's id count (so every id the model can emit decodes) and the EOS
+// ids become the tokenizer's eos token and <|endoftext|>. Throws Error naming
+// `tokenizer_dir` if it holds no loadable tokenizer.
+void fit_config_to_tokenizer(ModelConfig& cfg, const std::filesystem::path& tokenizer_dir);
 
 // Writes config.json and the weights into out_dir atomically.
 void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts, const std::filesystem::path& out_dir);

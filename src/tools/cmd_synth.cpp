@@ -29,11 +29,17 @@ int cmd_synth(int argc, char** argv) {
   int64_t shard_mb = args.get_int("shard-size-mb", 4096);
   if (shard_mb <= 0) fail("--shard-size-mb", "must be positive");
   opts.shard_bytes = shard_mb << 20;
+  if (args.has("tokenizer")) {
+    opts.tokenizer_dir = args.require("tokenizer");
+    fit_config_to_tokenizer(cfg, opts.tokenizer_dir);
+  }
   args.finish();
   opts.progress = ::isatty(2);
   write_synthetic_checkpoint(cfg, opts, out);
-  std::printf("wrote %s: preset %s, %lld layers, dtype %s, seed %llu\n", out.c_str(), preset.c_str(),
-              (long long)cfg.num_hidden_layers, dtype.c_str(), (unsigned long long)opts.seed);
+  std::printf("wrote %s: preset %s, %lld layers, dtype %s, seed %llu%s\n", out.c_str(), preset.c_str(),
+              (long long)cfg.num_hidden_layers, dtype.c_str(), (unsigned long long)opts.seed,
+              opts.tokenizer_dir.empty() ? ""
+                                         : (", tokenizer with " + std::to_string(cfg.vocab_size) + " ids").c_str());
   return 0;
 }
 
