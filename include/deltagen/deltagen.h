@@ -34,6 +34,9 @@ struct EngineOptions {
   int64_t max_length = 0;
   // tokenizer.json or its folder; empty = the model folder's, when it has one.
   std::filesystem::path tokenizer;
+  // deltagen's int4/int8 MatMulNBits kernels (AVX2 / AVX-512 VNNI / AMX) for
+  // nodes with accuracy_level 4; false = ONNX Runtime's own kernels.
+  bool fast_kernels = true;
 };
 
 // A loaded model (and, lazily, its tokenizer). Share it between conversations.

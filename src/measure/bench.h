@@ -50,6 +50,10 @@ struct BenchOptions {
   int64_t rerun_noisy = 0;       // extra runs (or pairs) allowed to replace noisy ones
   double mem_bandwidth_gbps = 0; // the machine's read bandwidth, for the efficiency column; 0 = unknown
   bool progress = false;         // progress lines on stderr (the CLI sets it only for a terminal)
+  // Per model (A, then B with --vs): deltagen's MatMulNBits kernels (true)
+  // or ONNX Runtime's own. `bench --model X --vs X --kernels ort` pairs the
+  // stock kernels against deltagen's on one file.
+  bool fast_kernels[2] = {true, true};
 };
 
 // Throws Error for values no benchmark can run with.
@@ -80,6 +84,7 @@ struct BenchStats {
 struct BenchModel {
   std::string label;
   std::filesystem::path dir;
+  std::string kernels;             // "deltagen" (N MatMulNBits nodes on deltagen's kernels) or "ort"
   GraphFacts graph;
   double load_seconds = 0;         // Model::load + allocating the generator's state
   int64_t rss_after_load_bytes = 0;

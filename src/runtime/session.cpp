@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "ortext/fast_session.h"
 #include "runtime/tensor.h"
 #include "util/error.h"
 
@@ -204,8 +205,16 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
 
   try {
-    Ort::Session session(ort_env(), model_path.c_str(), session_options);
-    return std::unique_ptr<Model>(new Model(dir, std::move(config), std::move(session)));
+    if (!options.fast_kernels) {
+      Ort::Session session(ort_env(), model_path.c_str(), session_options);
+      return std::unique_ptr<Model>(new Model(dir, std::move(config), std::move(session)));
+    }
+    ortext::RewriteSummary rewritten;
+    Ort::Session session =
+        ortext::create_session_with_fast_kernels(ort_env(), model_path, session_options, &rewritten);
+    std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
+    model->fast_kernel_nodes_ = rewritten.rewritten;
+    return model;
   } catch (const Ort::Exception& e) {
     fail(model_path.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));
   }

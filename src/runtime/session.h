@@ -58,6 +58,10 @@ ModelIo describe_model_io(const Ort::Session& session);
 
 struct RuntimeOptions {
   int intra_op_threads = 0;  // 0 = ONNX Runtime's default (one per physical core)
+  // MatMulNBits nodes that deltagen's kernels support (int4/int8, accuracy
+  // level 4) run on them (src/ortext), the file stays as it is. false, or
+  // DELTAGEN_KERNELS=ort in the environment: ONNX Runtime's own kernels.
+  bool fast_kernels = true;
 };
 
 // The process-wide ONNX Runtime environment (created on first use).
@@ -77,6 +81,8 @@ class Model {
   const std::filesystem::path& dir() const { return dir_; }
   // From the logits output shape, else from genai_config.json; 0 if neither says.
   int64_t vocab_size() const;
+  // How many MatMulNBits nodes run on deltagen's kernels (0: all on ORT's).
+  int64_t fast_kernel_nodes() const { return fast_kernel_nodes_; }
 
  private:
   Model(std::filesystem::path dir, GenaiConfig config, Ort::Session session);
@@ -85,6 +91,7 @@ class Model {
   GenaiConfig config_;
   Ort::Session session_;
   ModelIo io_;
+  int64_t fast_kernel_nodes_ = 0;
 };
 
 }  // namespace deltagen
