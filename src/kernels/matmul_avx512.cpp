@@ -17,10 +17,11 @@
 namespace deltagen::kernels::detail {
 namespace {
 
-// Software prefetch distance for the weight stream. The L2 streamer follows a
-// single forward stream well already; this covers its ramp-up at page
-// boundaries. Measured in bench/ (docs/performance.md).
-constexpr int64_t kPrefetchBytes = 1024;
+// Software prefetch distance for the weight stream: 4 KiB ahead keeps enough
+// lines in flight per core for two cores to reach ~85 % of the machine's read
+// bandwidth; 1 KiB left the lm_head GEMV at ~65 % (bench/matmul_nbits_bench,
+// docs/performance.md). 2-8 KiB measure the same.
+constexpr int64_t kPrefetchBytes = 4096;
 
 inline __m512i broadcast4(const int8_t* p) {
   int32_t v;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <optional>
 #include <set>
 
@@ -203,6 +204,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   // grows by one column every step, so the cache would grow with every token.
   session_options.DisableMemPattern();
   if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
+  // DELTAGEN_ORT_PROFILE=PREFIX writes ONNX Runtime's per-node profile
+  // (PREFIX_<date>.json) when the session ends: bench/profile_summary.py reads it.
+  if (const char* prefix = std::getenv("DELTAGEN_ORT_PROFILE"); prefix && *prefix)
+    session_options.EnableProfiling(prefix);
 
   try {
     if (!options.fast_kernels) {
