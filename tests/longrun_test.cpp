@@ -100,9 +100,10 @@ TEST(LongRun, TwentyThousandTokensWithSnapshotsKeepMemoryFlat) {
   GTEST_SKIP() << "memory growth not measured under sanitizers (RSS MiB: " << trace << ")";
 #else
   // The token history (8 bytes a token) and allocator noise are all that may
-  // grow: 20k tokens are 160 KB. 8 MiB leaves room for malloc's caching of
-  // the snapshot buffers (up to 5 MB each) but not for per-token growth.
-  EXPECT_LT(peak_after_warm - warm_rss, 8 * 1024) << "RSS MiB per 1000 tokens: " << trace;
+  // grow: 20k tokens are 160 KB. 16 MiB leaves room for malloc's caching of
+  // the snapshot buffers (up to 5 MB each; 8 MiB was once exceeded by 0.5 MiB
+  // on a loaded machine) while a leak of 1 KB per token (20 MB) still fails.
+  EXPECT_LT(peak_after_warm - warm_rss, 16 * 1024) << "RSS MiB per 1000 tokens: " << trace;
 #endif
 }
 

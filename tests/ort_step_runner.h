@@ -156,7 +156,7 @@ class StepRunner {
   static Ort::Value zeros(ONNXTensorElementDataType type, const std::vector<int64_t>& shape) {
     Ort::AllocatorWithDefaultOptions alloc;
     Ort::Value v = Ort::Value::CreateTensor(alloc, shape.data(), shape.size(), type);
-    std::memset(v.GetTensorMutableRawData(), 0, byte_size(v));
+    if (const size_t bytes = byte_size(v)) std::memset(v.GetTensorMutableRawData(), 0, bytes);  // empty past KV: no buffer
     return v;
   }
 

@@ -1,5 +1,6 @@
 #include "ortext/deltagen_ops.h"
 
+#include "ortext/causal_conv_op.h"
 #include "ortext/matmul_nbits_op.h"
 
 namespace deltagen::ortext {
@@ -8,9 +9,11 @@ void register_deltagen_ops(Ort::SessionOptions& options) {
   // Sessions keep raw pointers to the op and the domain: both live (and are
   // deliberately never destroyed) for the whole process.
   static const MatMulNBitsOp* const matmul_nbits = new MatMulNBitsOp();
+  static const CausalConvOp* const causal_conv = new CausalConvOp();
   static Ort::CustomOpDomain* const domain = [] {
     auto* d = new Ort::CustomOpDomain(kDeltagenDomain);
     d->Add(matmul_nbits);
+    d->Add(causal_conv);
     return d;
   }();
   options.Add(*domain);

@@ -8,6 +8,9 @@
 // zero_points uint8, g_idx (must be absent), bias float), bits 4 only. Weights
 // are repacked once when the session is created (src/kernels/packed_weights.h).
 //
+// deltagen.CausalConvWithState: com.microsoft.CausalConvWithState in float,
+// ndim 1, channels first (causal_conv_op.h, src/kernels/causal_conv.h).
+//
 // Session config entries the kernels read (SessionOptions::AddConfigEntry):
 //   deltagen.matmul.max_level      scalar|avx2|avx512|amx: cap the kernel family
 //   deltagen.matmul.amx_min_rows   M from which the AMX path is taken

@@ -31,7 +31,7 @@ Ort::Session create_session_with_fast_kernels(Ort::Env& env, const fs::path& mod
 
   const RewriteSummary result = use_deltagen_matmul_nbits(model, rewrite);
   if (summary) *summary = result;
-  if (result.rewritten == 0) return Ort::Session(env, model_onnx.c_str(), options);
+  if (result.rewritten + result.causal_conv == 0) return Ort::Session(env, model_onnx.c_str(), options);
 
   const std::string rewritten = model.SerializeAsString();
   Ort::SessionOptions session_options = options.Clone();

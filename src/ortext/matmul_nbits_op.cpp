@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ortext/deltagen_ops.h"
+#include "ortext/ort_parallel.h"
 #include "util/error.h"
 
 namespace deltagen::ortext {
@@ -18,24 +19,6 @@ enum Input : size_t { kA = 0, kB = 1, kScales = 2, kZeroPoints = 3, kGIdx = 4, k
 bool input_present(const Ort::ConstKernelInfo& info, size_t index) {
   return index < info.GetInputCount() && !info.GetInputName(index).empty();
 }
-
-// Runs kernel tasks on the session's intra-op thread pool (OrtApi
-// KernelContext_ParallelFor; serial when the pool has one thread).
-class OrtParallel final : public kernels::Parallel {
- public:
-  explicit OrtParallel(const Ort::KernelContext& ctx) : ctx_(ctx) {}
-  void run(size_t count, const std::function<void(size_t)>& task) const override {
-    if (count == 1) {
-      task(0);
-      return;
-    }
-    auto trampoline = [](void* user, size_t i) { (*static_cast<const std::function<void(size_t)>*>(user))(i); };
-    ctx_.ParallelFor(trampoline, count, 0, const_cast<std::function<void(size_t)>*>(&task));
-  }
-
- private:
-  const Ort::KernelContext& ctx_;
-};
 
 void check_size(const char* what, size_t got, int64_t want) {
   if (int64_t(got) != want)

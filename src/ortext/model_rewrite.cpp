@@ -60,6 +60,27 @@ std::optional<std::string> unsupported_reason(const onnx::NodeProto& node, const
   return std::nullopt;
 }
 
+std::optional<std::string> string_attribute(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return a.s();
+  return std::nullopt;
+}
+
+// deltagen's causal conv takes the form the builder emits, in float.
+bool causal_conv_supported(const onnx::NodeProto& node, const Initializers& constants) {
+  if (int_attribute(node, "ndim").value_or(1) != 1) return false;
+  if (int_attribute(node, "channels_last").value_or(0) != 0) return false;
+  if (int_attribute(node, "dilation").value_or(1) != 1) return false;
+  for (const auto& a : node.attribute())
+    if (a.name() == "state_window") return false;
+  const std::string act = string_attribute(node, "activation").value_or("none");
+  if (act != "silu" && act != "swish" && act != "none") return false;
+  auto w = constants.find(input(node, 1));
+  if (w == constants.end()) return false;
+  const onnx::TensorProto& t = *w->second;
+  return t.data_type() == onnx::TensorProto_DataType_FLOAT && t.dims_size() == 3 && t.dims(1) == 1;
+}
+
 }  // namespace
 
 RewriteSummary use_deltagen_matmul_nbits(onnx::ModelProto& model, const RewriteOptions& options) {
@@ -74,6 +95,12 @@ RewriteSummary use_deltagen_matmul_nbits(onnx::ModelProto& model, const RewriteO
     if (!graph_inputs.count(t.name())) constants[t.name()] = &t;
 
   for (auto& node : *graph.mutable_node()) {
+    if (options.causal_conv && node.op_type() == "CausalConvWithState" && node.domain() == "com.microsoft" &&
+        causal_conv_supported(node, constants)) {
+      node.set_domain(kDeltagenDomain);
+      ++summary.causal_conv;
+      continue;
+    }
     if (node.op_type() != "MatMulNBits" || node.domain() != "com.microsoft") continue;
     ++summary.matmul_nbits;
     if (auto reason = unsupported_reason(node, constants, options)) {
@@ -83,7 +110,7 @@ RewriteSummary use_deltagen_matmul_nbits(onnx::ModelProto& model, const RewriteO
     node.set_domain(kDeltagenDomain);
     ++summary.rewritten;
   }
-  if (summary.rewritten > 0) {
+  if (summary.rewritten + summary.causal_conv > 0) {
     bool imported = false;
     for (const auto& op : model.opset_import()) imported |= op.domain() == kDeltagenDomain;
     if (!imported) {

@@ -17,15 +17,20 @@ struct RewriteOptions {
   // precision (0 = unset: fp32, 1 fp32, 2 fp16, 3 bf16) keep ORT's kernel
   // unless this is set.
   bool any_accuracy_level = false;
+  // com.microsoft.CausalConvWithState (float, ndim 1, channels first,
+  // dilation 1) -> deltagen.CausalConvWithState.
+  bool causal_conv = true;
 };
 
 struct RewriteSummary {
   int64_t matmul_nbits = 0;  // com.microsoft.MatMulNBits nodes seen (top-level graph)
-  int64_t rewritten = 0;
+  int64_t rewritten = 0;     // MatMulNBits nodes moved to deltagen
+  int64_t causal_conv = 0;   // CausalConvWithState nodes moved to deltagen
   std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
 };
 
-// Rewrites `model` in place; adds the "deltagen" opset import when a node moved.
+// Rewrites `model` in place (MatMulNBits, and CausalConvWithState unless
+// options.causal_conv is false); adds the "deltagen" opset import when a node moved.
 RewriteSummary use_deltagen_matmul_nbits(onnx::ModelProto& model, const RewriteOptions& options = {});
 
 }  // namespace deltagen::ortext

@@ -218,7 +218,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     Ort::Session session =
         ortext::create_session_with_fast_kernels(ort_env(), model_path, session_options, &rewritten);
     std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
-    model->fast_kernel_nodes_ = rewritten.rewritten;
+    model->fast_kernel_nodes_ = rewritten.rewritten + rewritten.causal_conv;
     return model;
   } catch (const Ort::Exception& e) {
     fail(model_path.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));

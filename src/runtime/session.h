@@ -81,7 +81,7 @@ class Model {
   const std::filesystem::path& dir() const { return dir_; }
   // From the logits output shape, else from genai_config.json; 0 if neither says.
   int64_t vocab_size() const;
-  // How many MatMulNBits nodes run on deltagen's kernels (0: all on ORT's).
+  // How many nodes (MatMulNBits, CausalConvWithState) run on deltagen's kernels.
   int64_t fast_kernel_nodes() const { return fast_kernel_nodes_; }
 
  private:
