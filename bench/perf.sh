@@ -71,10 +71,34 @@ bench_pair() {  # TITLE MODEL_DIR
   cat "$md" >>"$SPEED_MD"; echo >>"$SPEED_MD"
 }
 
+# Fidelity of the fast path (issue: no worse than ORT's own accuracy level 4
+# against level 0), teacher-forced over FID_TOKENS pseudo-random ids.
+FID_TOKENS=${FID_TOKENS:-512}
+FID_MD=$WORK/fidelity.md
+: >"$FID_MD"
+fidelity() {  # PRESET
+  local preset=$1 q4 q4acc0 flags="--tokens $FID_TOKENS --context 512 --greedy-tokens 64 --threads $THREADS"
+  q4=$(build_model "$preset" int4 --precision int4)
+  q4acc0=$(build_model "$preset" int4-acc0 --precision int4 --accuracy-level 0)
+  say "fidelity of the kernels on $preset"
+  {
+    printf '### ORT accuracy level 4 against level 0 (same weights)\n\n'
+    # shellcheck disable=SC2086
+    flock "$LOCK" "$DG" compare --a "$q4acc0" --b "$q4" --b-kernels ort $flags
+    printf '\n### deltagen kernels (level-4 file) against ORT level 0\n\n'
+    # shellcheck disable=SC2086
+    flock "$LOCK" "$DG" compare --a "$q4acc0" --b "$q4" $flags
+    printf '\n### deltagen kernels against ORT kernels, same file\n\n'
+    # shellcheck disable=SC2086
+    flock "$LOCK" "$DG" compare --a "$q4" --a-kernels ort --b "$q4" $flags
+  } >>"$FID_MD"
+}
+
 first=1
 for preset in $PRESETS; do
   dir=$(build_model "$preset" int4 --precision int4)
   bench_pair "$preset, int4 (block 32, accuracy level 4)" "$dir"
+  [[ $first == 1 ]] && fidelity "$preset"
   if [[ $first == 1 && $PRUNED == 1 ]]; then
     dir=$(build_model "$preset" int4-pruned --precision int4 --prune-lm-head)
     bench_pair "$preset, int4 with --prune-lm-head (last-token logits in prefill)" "$dir"
@@ -108,6 +132,14 @@ $(cat "$BUILDS_MD")
 ## Speed
 
 $(cat "$SPEED_MD")
+
+## Fidelity of the kernels (${PRESETS%% *})
+
+\`deltagen compare\`, teacher-forced over $FID_TOKENS pseudo-random ids (windows of 512), greedy
+continuation of 64 tokens. The accuracy-level-0 build runs on ORT's kernels either way (deltagen's
+kernels only take level-4 nodes).
+
+$(cat "$FID_MD")
 EOF
 } >"$tmp"
 mv "$tmp" "$OUT"

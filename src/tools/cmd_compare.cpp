@@ -1,7 +1,8 @@
 // deltagen compare --a DIR --b DIR [--reference CHECKPOINT]
 //                  [--ids-file F | --corpus TEXT_FILE | --tokens N --seed S] [--max-tokens N]
 //                  [--context C] [--chunk K] [--greedy-prompt P] [--greedy-tokens G]
-//                  [--threads T] [--json] [--json-out FILE]
+//                  [--threads T] [--a-kernels deltagen|ort] [--b-kernels deltagen|ort]
+//                  [--json] [--json-out FILE]
 // deltagen compare --depth 24,36,48 --preset tiny|0.8b|... --build-a "FLAGS" --build-b "FLAGS"
 //                  [--synth-seed S] [--work-dir DIR] [--keep] [the corpus and run flags above]
 #include <unistd.h>
@@ -54,6 +55,12 @@ int cmd_compare(int argc, char** argv) {
   corpus.tokens = args.get_int("tokens", corpus.tokens);
   corpus.seed = uint64_t(args.get_int("seed", int64_t(corpus.seed)));
   corpus.limit = args.get_int("max-tokens", corpus.limit);
+  auto kernels = [&](const char* flag) {
+    const std::string v = args.get_or(flag, "deltagen");
+    if (v != "deltagen" && v != "ort") fail(std::string("--") + flag, "expected deltagen or ort, not '" + v + "'");
+    return v == "deltagen";
+  };
+  const bool a_fast = kernels("a-kernels"), b_fast = kernels("b-kernels");
   const bool as_json = args.flag("json");
   const auto json_out = args.get("json-out");
 
@@ -86,7 +93,7 @@ int cmd_compare(int argc, char** argv) {
   if (!b_dir) fail("compare", "missing required flag --b");
   if (!a_dir && !reference) fail("compare", "missing --a (or --reference CHECKPOINT to compare against the float64 reference)");
   const int64_t max_length = std::max(o.context, o.greedy_prompt + o.greedy_tokens);
-  auto b = measure::onnx_source(*b_dir, o.threads, max_length);
+  auto b = measure::onnx_source(*b_dir, o.threads, max_length, b_fast);
   std::string what;
   const fs::path tok = tokenizer_dir({*b_dir, a_dir.value_or(""), reference.value_or("")});
   const std::vector<int64_t> ids = corpus.load(b->vocab(), tok, &what);
@@ -96,13 +103,13 @@ int cmd_compare(int argc, char** argv) {
   if (reference) {
     auto ref = measure::reference_source(*reference);
     if (a_dir) {
-      auto a = measure::onnx_source(*a_dir, o.threads, max_length);
+      auto a = measure::onnx_source(*a_dir, o.threads, max_length, a_fast);
       reports.push_back(measure::compare_sources(*ref, *a, ids, o));
     }
     reports.push_back(measure::compare_sources(*ref, *b, ids, o));
     for (auto& r : reports) r.a_is_reference = true;
   } else {
-    auto a = measure::onnx_source(*a_dir, o.threads, max_length);
+    auto a = measure::onnx_source(*a_dir, o.threads, max_length, a_fast);
     reports.push_back(measure::compare_sources(*a, *b, ids, o));
   }
   nlohmann::json j = {{"comparisons", nlohmann::json::array()}};
