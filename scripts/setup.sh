@@ -10,7 +10,6 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 ort_dir="${ORT_DIR:-$root/third_party/ort}"
-cache="${DELTAGEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deltagen}/npm"
 
 APT_PACKAGES=(cmake g++ make pkg-config libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev
               libpcre2-dev libicu-dev libgtest-dev)
@@ -42,20 +41,8 @@ need_npm() {
   APT_PACKAGES=(npm); install_apt
 }
 
-# fetch_verified NAME SPEC SHA256: leaves a verified $cache/NAME
-fetch_verified() {
-  local name="$1" spec="$2" sha="$3" f="$cache/$1"
-  mkdir -p "$cache"
-  if [ -f "$f" ] && echo "$sha  $f" | sha256sum -c --status; then return 0; fi
-  rm -f "$f"
-  say "downloading $spec (npm pack, cached in $cache)"
-  local tmp; tmp="$(mktemp -d "$cache/.pack.XXXXXX")"
-  (cd "$tmp" && npm pack --silent "$spec" >/dev/null)
-  if ! echo "$sha  $tmp/$name" | sha256sum -c --status; then
-    rm -rf "$tmp"; say "error: $spec: SHA-256 mismatch, refusing to use it"; exit 1
-  fi
-  mv "$tmp/$name" "$f"; rm -rf "$tmp"
-}
+# shellcheck source=scripts/npm_cache.sh
+source "$root/scripts/npm_cache.sh"  # cache, fetch_verified
 
 install_ort() {
   local lib="$ort_dir/lib/libonnxruntime.so.1"
