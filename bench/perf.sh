@@ -53,11 +53,10 @@ build_model() {
       "$DG" build --checkpoint "$ckpt" --out "$dir" --context-length "$CTX" "$@" >&2
     read -r secs kib <"$WORK/time.txt"
     local in_mb out_mb
-    in_mb=$(du -sm --apparent-size "$ckpt" | cut -f1); out_mb=$(du -sm --apparent-size "$dir" | cut -f1)
+    in_mb=$(du -smL --apparent-size "$ckpt" | cut -f1); out_mb=$(du -sm --apparent-size "$dir" | cut -f1)
     printf '| %s | `build %s` | %s MB | %s MB | %s s | %s MiB |\n' "$preset" "$*" "$in_mb" "$out_mb" "$secs" \
       $((kib / 1024)) >"$dir.build-row"
   fi
-  cat "$dir.build-row" >>"$BUILDS_MD"
   echo "$dir"
 }
 
@@ -104,6 +103,12 @@ for preset in $PRESETS; do
     bench_pair "$preset, int4 with --prune-lm-head (last-token logits in prefill)" "$dir"
   fi
   first=0
+done
+
+for preset in $PRESETS; do
+  for name in int4 int4-acc0 int4-pruned; do
+    if [[ -f $WORK/$name-$preset.build-row ]]; then cat "$WORK/$name-$preset.build-row" >>"$BUILDS_MD"; fi
+  done
 done
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
