@@ -109,4 +109,10 @@ void Args::finish() {
   if (!positional_.empty() && !asked_.count("")) fail(command_, "unexpected argument '" + positional_[0] + "'");
 }
 
+bool get_kernels_flag(Args& args, const std::string& flag) {
+  const std::string v = args.get_or(flag, "deltagen");
+  if (v != "deltagen" && v != "ort") fail("--" + flag, "expected deltagen or ort, not '" + v + "'");
+  return v == "deltagen";
+}
+
 }  // namespace deltagen

@@ -41,4 +41,8 @@ class Args {
 
 std::vector<int64_t> parse_ids(const std::string& text, const std::string& what);
 
+// --kernels-style flag: "deltagen" (the default: deltagen's kernels swapped
+// into ONNX Runtime) -> true, "ort" (ORT's own) -> false; else Error.
+bool get_kernels_flag(Args& args, const std::string& flag);
+
 }  // namespace deltagen

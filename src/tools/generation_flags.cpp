@@ -41,9 +41,7 @@ EngineOptions parse_engine_flags(Args& args) {
   e.max_length = args.get_int("max-length", 0);
   if (e.max_length < 0) fail("--max-length", "must be a positive number of tokens");
   e.tokenizer = args.get_or("tokenizer", "");
-  const std::string kernels = args.get_or("kernels", "deltagen");
-  if (kernels != "deltagen" && kernels != "ort") fail("--kernels", "expected deltagen or ort, not '" + kernels + "'");
-  e.fast_kernels = kernels == "deltagen";
+  e.fast_kernels = get_kernels_flag(args, "kernels");
   return e;
 }
 

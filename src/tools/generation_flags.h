@@ -17,7 +17,7 @@ namespace deltagen {
 // what a flag does not set keeps its value in `defaults`.
 GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& defaults);
 
-// --threads --max-length --tokenizer
+// --threads --max-length --tokenizer --kernels
 EngineOptions parse_engine_flags(Args& args);
 
 // The per-sequence fields of a result.
