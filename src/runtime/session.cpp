@@ -205,7 +205,8 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   session_options.DisableMemPattern();
   if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
   // DELTAGEN_ORT_PROFILE=PREFIX writes ONNX Runtime's per-node profile
-  // (PREFIX_<date>.json) when the session ends: bench/profile_summary.py reads it.
+  // (PREFIX_<date>.json, Chrome trace events: "Node" events carry args.op_name
+  // and dur in µs) when the session ends; docs/performance.md shows a summary.
   if (const char* prefix = std::getenv("DELTAGEN_ORT_PROFILE"); prefix && *prefix)
     session_options.EnableProfiling(prefix);
 

@@ -178,7 +178,7 @@ void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts
   std::vector<fs::path> tokenizer_files;
   if (!opts.tokenizer_dir.empty()) {
     tokenizer_files = tokenizer_files_in(opts.tokenizer_dir);
-    if (tokenizer_files.empty() || !fs::is_regular_file(opts.tokenizer_dir / "tokenizer.json"))
+    if (!fs::is_regular_file(opts.tokenizer_dir / "tokenizer.json"))
       fail(opts.tokenizer_dir.string(), "no tokenizer.json in this folder");
   }
 
