@@ -114,7 +114,7 @@ TEST(OrtextRewrite, SwitchesOnlyTheNodesTheKernelSupports) {
   for (auto& attr : *(*nodes)[3].mutable_attribute())
     if (attr.name() == "bits") attr.set_i(8);
 
-  const RewriteSummary summary = use_deltagen_matmul_nbits(model);
+  const RewriteSummary summary = use_deltagen_kernels(model);
   EXPECT_EQ(summary.matmul_nbits, 4);
   EXPECT_EQ(summary.rewritten, 2);
   EXPECT_EQ(summary.kept, (std::map<std::string, int64_t>{{"accuracy_level=0", 1}, {"bits=8", 1}}));
@@ -127,7 +127,7 @@ TEST(OrtextRewrite, SwitchesOnlyTheNodesTheKernelSupports) {
 
   RewriteOptions any;
   any.any_accuracy_level = true;
-  EXPECT_EQ(use_deltagen_matmul_nbits(model, any).rewritten, 1);  // node 1 now; node 3 never (bits 8)
+  EXPECT_EQ(use_deltagen_kernels(model, any).rewritten, 1);  // node 1 now; node 3 never (bits 8)
 }
 
 TEST(OrtextRewrite, WeightsThatAreGraphInputsStayOnOrt) {
@@ -136,7 +136,7 @@ TEST(OrtextRewrite, WeightsThatAreGraphInputsStayOnOrt) {
   onnx::ModelProto model = matmul_nbits_model({{w.view()}}, 4);
   auto* in = model.mutable_graph()->add_input();
   in->set_name("B0");  // overridable initializer
-  EXPECT_EQ(use_deltagen_matmul_nbits(model).kept.at("weights not constant"), 1);
+  EXPECT_EQ(use_deltagen_kernels(model).kept.at("weights not constant"), 1);
 }
 
 // The custom op against ORT's own kernel on the same file, every block size,

@@ -29,7 +29,7 @@ Ort::Session create_session_with_fast_kernels(Ort::Env& env, const fs::path& mod
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes.str())) fail(model_onnx.string(), "not an ONNX model");
 
-  const RewriteSummary result = use_deltagen_matmul_nbits(model, rewrite);
+  const RewriteSummary result = use_deltagen_kernels(model, rewrite);
   if (summary) *summary = result;
   if (result.rewritten + result.causal_conv == 0) return Ort::Session(env, model_onnx.c_str(), options);
 

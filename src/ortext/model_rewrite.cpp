@@ -83,7 +83,7 @@ bool causal_conv_supported(const onnx::NodeProto& node, const Initializers& cons
 
 }  // namespace
 
-RewriteSummary use_deltagen_matmul_nbits(onnx::ModelProto& model, const RewriteOptions& options) {
+RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOptions& options) {
   RewriteSummary summary;
   onnx::GraphProto& graph = *model.mutable_graph();
   // An initializer that is also a graph input can be overridden at run time:

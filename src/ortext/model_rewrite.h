@@ -1,6 +1,6 @@
-// The load-time rewrite: com.microsoft.MatMulNBits nodes that deltagen's
-// kernel supports move to the "deltagen" domain (same inputs, outputs and
-// attributes), in an in-memory copy of the model. The file on disk is never
+// The load-time rewrite: com.microsoft.MatMulNBits and CausalConvWithState
+// nodes that deltagen's kernels support move to the "deltagen" domain (same
+// inputs, outputs and attributes), in an in-memory copy of the model. The file on disk is never
 // changed, so stock ONNX Runtime keeps running it.
 #pragma once
 #include <cstdint>
@@ -31,6 +31,6 @@ struct RewriteSummary {
 
 // Rewrites `model` in place (MatMulNBits, and CausalConvWithState unless
 // options.causal_conv is false); adds the "deltagen" opset import when a node moved.
-RewriteSummary use_deltagen_matmul_nbits(onnx::ModelProto& model, const RewriteOptions& options = {});
+RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOptions& options = {});
 
 }  // namespace deltagen::ortext
