@@ -151,9 +151,11 @@ std::vector<int64_t> encode_text_prompt(const Engine& engine, const GenerateFlag
 // tokens, unless --max-length says; never more than the model's context.
 int64_t needed_max_length(const Engine& engine, const GenerateFlags& f, int64_t history, int64_t prompt) {
   if (f.engine.max_length > 0) return f.engine.max_length;
-  const int64_t total = history + prompt + f.options.max_new_tokens;
+  int64_t total = 0;  // --max-new-tokens may be anything up to INT64_MAX
+  const bool overflow = __builtin_add_overflow(history, prompt, &total) ||
+                        __builtin_add_overflow(total, f.options.max_new_tokens, &total);
   const int64_t context = engine.context_length();
-  if (context > 0 && total > context) {
+  if (overflow || (context > 0 && total > context)) {
     std::string what = "prompt (" + std::to_string(prompt) + ")";
     if (history > 0) what += " + loaded state (" + std::to_string(history) + ")";
     fail("generate", what + " + new tokens (" + std::to_string(f.options.max_new_tokens) +
