@@ -178,6 +178,23 @@ TEST(Compare, ReferenceModeAgreesToFp32Precision) {
   EXPECT_EQ(r.greedy_tokens, 32);
 }
 
+// The sanity check: an fp16 build differs from the fp32 build of the
+// same weights (KL > 0), but only by rounding (same top-1 almost everywhere).
+TEST(Compare, Fp16BuildAgainstFp32HasSmallPositiveKl) {
+  TempDir dir;
+  BuildOptions b;
+  b.show_progress = false;
+  b.precision = "fp16";
+  build_model(*Checkpoint::open(golden_checkpoint()), b, dir / "fp16");
+  auto fp32 = measure::onnx_source(models().plain, 1, 64);
+  auto fp16 = measure::onnx_source(dir / "fp16", 1, 64);
+  const auto corpus = measure::pseudo_random_ids(128, fp32->vocab(), 3);
+  const measure::Fidelity f = measure::compare_sources(*fp32, *fp16, corpus, small_options()).fidelity;
+  EXPECT_GT(f.kl_mean, 0);
+  EXPECT_LT(f.kl_mean, 1e-4);  // measured 5.3e-6
+  EXPECT_GT(f.top1_agreement, 0.9);  // measured 99.2 %
+}
+
 TEST(Compare, RejectsMismatchedVocabularies) {
   TempDir dir;
   ModelConfig cfg = synth_preset("tiny");
