@@ -365,16 +365,7 @@ TEST(RuntimeGolden, GenerationStopsWhenTheStateIsFull) {
   EXPECT_EQ(results[0].stop_reason, StopReason::Length);
 }
 
-void expect_error(const std::function<void()>& f, const std::string& phrase) {
-  try {
-    f();
-    ADD_FAILURE() << "no error (expected one saying '" << phrase << "')";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find(phrase), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-  }
-}
+using test::expect_error;
 
 TEST(RuntimeGolden, BadRequestsAreClearErrorsAndLeaveTheStateAlone) {
   Generator gen(built_model(), 1, 8);

@@ -43,16 +43,7 @@ GenerationOptions sampled(int64_t new_tokens, uint64_t seed = 3) {
 
 const std::vector<int64_t> kNoPrompt;
 
-void expect_error(const std::function<void()>& f, const std::string& phrase) {
-  try {
-    f();
-    ADD_FAILURE() << "no error (expected one saying '" << phrase << "')";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find(phrase), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-  }
-}
+using test::expect_error;
 
 TEST(Snapshot, RestoringContinuesExactlyAsTheFirstTime) {
   Conversation c(golden_engine());

@@ -4,12 +4,17 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "util/error.h"
 
 namespace deltagen::test {
 
@@ -83,6 +88,28 @@ double max_abs_diff(const A& a, const B& b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
   return m;
+}
+
+// The message of the deltagen::Error `fn` throws, checked to be one line;
+// fails the test if it throws nothing or something else ("" then).
+inline std::string error_message(const std::function<void()>& fn) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "not one line: " << m;
+    return m;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a deltagen::Error: " << e.what();
+  }
+  return "";
+}
+
+// `fn` throws a one-line deltagen::Error that says `phrase`.
+inline void expect_error(const std::function<void()>& fn, const std::string& phrase) {
+  const std::string m = error_message(fn);
+  EXPECT_NE(m.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << m;
 }
 
 }  // namespace deltagen::test
