@@ -158,12 +158,6 @@ BenchStats stats_of(const BenchModel& m, const BenchOptions& o) {
   return s;
 }
 
-std::string label_for(const fs::path& dir) {
-  fs::path p = dir;
-  if (p.filename().empty()) p = p.parent_path();  // "dir/"
-  return p.filename().string();
-}
-
 }  // namespace
 
 BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& options) {
@@ -176,7 +170,7 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
   std::vector<std::unique_ptr<Bench>> benches;
   for (size_t i = 0; i < dirs.size(); ++i) {
     progress.show("loading " + dirs[i].string(), true);
-    std::string label = label_for(dirs[i]);
+    std::string label = model_label(dirs[i]);
     if (!options.fast_kernels[i]) label += " (ort kernels)";
     benches.push_back(std::make_unique<Bench>(dirs[i], label, options.fast_kernels[i], options));
   }

@@ -37,16 +37,10 @@ void validate(const CompareOptions& o) {
 
 namespace {
 
-std::string dir_name(const fs::path& dir) {
-  fs::path p = dir;
-  if (p.filename().empty()) p = p.parent_path();
-  return p.filename().string();
-}
-
 class OnnxSource : public LogitSource {
  public:
   OnnxSource(const fs::path& dir, int threads, int64_t max_length, bool fast_kernels)
-      : name_(dir_name(dir) + (fast_kernels ? "" : " (ort kernels)")) {
+      : name_(model_label(dir) + (fast_kernels ? "" : " (ort kernels)")) {
     model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .fast_kernels = fast_kernels});
     const int64_t context = model_->config().context_length;
     if (context > 0 && max_length > context)
@@ -78,7 +72,7 @@ class OnnxSource : public LogitSource {
 class ReferenceSource : public LogitSource {
  public:
   explicit ReferenceSource(const fs::path& dir)
-      : name_("reference:" + dir_name(dir)), ckpt_(Checkpoint::open(dir)), model_(*ckpt_), state_(model_.new_state()) {}
+      : name_("reference:" + model_label(dir)), ckpt_(Checkpoint::open(dir)), model_(*ckpt_), state_(model_.new_state()) {}
   std::string name() const override { return name_; }
   int64_t vocab() const override { return model_.config().vocab_size; }
   int64_t context_length() const override { return model_.config().max_position_embeddings; }

@@ -71,6 +71,12 @@ GraphFacts graph_facts(const onnx::ModelProto& model, const fs::path& file) {
   return f;
 }
 
+std::string model_label(const fs::path& dir) {
+  fs::path p = dir;
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
 GraphFacts graph_facts(const fs::path& dir_or_file) {
   const fs::path file = resolve(dir_or_file);
   return graph_facts(graph::load_model_proto(file), file);

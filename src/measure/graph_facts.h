@@ -36,4 +36,7 @@ GraphFacts graph_facts(const onnx::ModelProto& model, const std::filesystem::pat
 
 nlohmann::json to_json(const GraphFacts& f);
 
+// How reports name a model: its folder's own name ("dir/" counts as "dir").
+std::string model_label(const std::filesystem::path& dir);
+
 }  // namespace deltagen::measure
