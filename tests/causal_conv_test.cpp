@@ -196,7 +196,7 @@ TEST(CausalConv, GoldenFp32ModelRunsItsConvNodesOnDeltagen) {
     build_model(*ckpt, BuildOptions{}, dir / "model");
   }
   auto on = Model::load(dir / "model");
-  auto off = Model::load(dir / "model", RuntimeOptions{.fast_kernels = false});
+  auto off = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
   EXPECT_EQ(on->fast_kernel_nodes(), 3);  // tiny-a: 3 linear-attention layers, fp32: no MatMulNBits
   EXPECT_EQ(off->fast_kernel_nodes(), 0);
 }

@@ -34,9 +34,12 @@ struct EngineOptions {
   int64_t max_length = 0;
   // tokenizer.json or its folder; empty = the model folder's, when it has one.
   std::filesystem::path tokenizer;
-  // deltagen's int4/int8 MatMulNBits kernels (AVX2 / AVX-512 VNNI / AMX) for
-  // nodes with accuracy_level 4; false = ONNX Runtime's own kernels.
+  // deltagen's int4 MatMulNBits kernels (AVX2 / AVX-512 VNNI / AMX) for
+  // nodes with accuracy_level 4 and its causal conv; false = ONNX Runtime's own kernels.
   bool fast_kernels = true;
+  // With fast_kernels: each linear-attention layer's conv ... GatedRMSNorm
+  // chain runs as one fused deltagen kernel.
+  bool fused_layers = true;
 };
 
 // A loaded model (and, lazily, its tokenizer). Share it between conversations.

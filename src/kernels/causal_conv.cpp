@@ -45,6 +45,8 @@ inline float exp_for_silu(float x) {
   return p * scale;
 }
 
+}  // namespace
+
 // v <- v * sigmoid(v) over a contiguous run, four at a time with SSE2 (part
 // of baseline x86-64; GCC would not vectorize the clamps by itself), the
 // same arithmetic as exp_for_silu.
@@ -70,6 +72,8 @@ void silu_inplace(float* v, int64_t n) {
 #endif
   for (; i < n; ++i) v[i] = v[i] / (1.0f + exp_for_silu(-v[i]));
 }
+
+namespace {
 
 // One token (decode): per channel, K-1 state values, the new input, the weights.
 void decode_range(const CausalConvShape& s, const float* x, const float* w, const float* bias, const float* past,

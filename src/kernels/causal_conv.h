@@ -24,4 +24,7 @@ struct CausalConvShape {
 void causal_conv1d(const CausalConvShape& s, const float* x, const float* w, const float* bias, const float* past,
                    bool silu, float* y, float* present, const Parallel& parallel);
 
+// v <- v * sigmoid(v), in place (SSE2, a polynomial exp; relative error ~1e-7).
+void silu_inplace(float* v, int64_t n);
+
 }  // namespace deltagen::kernels

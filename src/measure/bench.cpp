@@ -42,13 +42,13 @@ int64_t argmax(const float* row, int64_t n) {
 // One loaded model with its generator and prompt, ready to run.
 class Bench {
  public:
-  Bench(const fs::path& dir, std::string label, bool fast_kernels, const BenchOptions& o) : options_(o) {
+  Bench(const fs::path& dir, std::string label, KernelSet kernels, const BenchOptions& o) : options_(o) {
     info_.label = std::move(label);
     info_.dir = dir;
     info_.graph = graph_facts(dir);
     const int64_t rss_before = current_rss_bytes();
     const double t0 = now_seconds();
-    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .fast_kernels = fast_kernels});
+    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels});
     info_.kernels = model_->fast_kernel_nodes() > 0 ? "deltagen" : "ort";
     const int64_t vocab = model_->vocab_size();
     const int64_t context = model_->config().context_length;
@@ -171,8 +171,8 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
   for (size_t i = 0; i < dirs.size(); ++i) {
     progress.show("loading " + dirs[i].string(), true);
     std::string label = model_label(dirs[i]);
-    if (!options.fast_kernels[i]) label += " (ort kernels)";
-    benches.push_back(std::make_unique<Bench>(dirs[i], label, options.fast_kernels[i], options));
+    label += kernel_set_label(options.kernels[i]);
+    benches.push_back(std::make_unique<Bench>(dirs[i], label, options.kernels[i], options));
   }
   const bool vs = benches.size() == 2;
   auto name = [&](size_t i) { return vs ? std::string(i == 0 ? "A " : "B ") : std::string(); };

@@ -50,10 +50,9 @@ struct BenchOptions {
   int64_t rerun_noisy = 0;       // extra runs (or pairs) allowed to replace noisy ones
   double mem_bandwidth_gbps = 0; // the machine's read bandwidth, for the efficiency column; 0 = unknown
   bool progress = false;         // progress lines on stderr (the CLI sets it only for a terminal)
-  // Per model (A, then B with --vs): deltagen's MatMulNBits kernels (true)
-  // or ONNX Runtime's own. `bench --model X --vs X --kernels ort` pairs the
-  // stock kernels against deltagen's on one file.
-  bool fast_kernels[2] = {true, true};
+  // Per model (A, then B with --vs): which kernels run it. `bench --model X
+  // --vs X --kernels ort` pairs the stock kernels against deltagen's on one file.
+  KernelSet kernels[2] = {KernelSet::Deltagen, KernelSet::Deltagen};
 };
 
 // Throws Error for values no benchmark can run with.

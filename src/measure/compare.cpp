@@ -39,9 +39,9 @@ namespace {
 
 class OnnxSource : public LogitSource {
  public:
-  OnnxSource(const fs::path& dir, int threads, int64_t max_length, bool fast_kernels)
-      : name_(model_label(dir) + (fast_kernels ? "" : " (ort kernels)")) {
-    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .fast_kernels = fast_kernels});
+  OnnxSource(const fs::path& dir, int threads, int64_t max_length, KernelSet kernels)
+      : name_(model_label(dir) + kernel_set_label(kernels)) {
+    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .kernels = kernels});
     const int64_t context = model_->config().context_length;
     if (context > 0 && max_length > context)
       fail(dir.string(), "needs " + std::to_string(max_length) + " tokens of context, the model serves " +
@@ -95,8 +95,8 @@ class ReferenceSource : public LogitSource {
 }  // namespace
 
 std::unique_ptr<LogitSource> onnx_source(const fs::path& model_dir, int threads, int64_t max_length,
-                                         bool fast_kernels) {
-  return std::make_unique<OnnxSource>(model_dir, threads, max_length, fast_kernels);
+                                         KernelSet kernels) {
+  return std::make_unique<OnnxSource>(model_dir, threads, max_length, kernels);
 }
 
 std::unique_ptr<LogitSource> reference_source(const fs::path& checkpoint_dir) {

@@ -57,9 +57,9 @@ class LogitSource {
 
 // `max_length`: the longest sequence the source will be fed at once (window or
 // greedy prompt + continuation).
-// fast_kernels: deltagen's MatMulNBits / conv kernels (the runtime's default) or ORT's own.
+// kernels: which kernels run the model (runtime/session.h).
 std::unique_ptr<LogitSource> onnx_source(const std::filesystem::path& model_dir, int threads, int64_t max_length,
-                                         bool fast_kernels = true);
+                                         KernelSet kernels = KernelSet::Deltagen);
 std::unique_ptr<LogitSource> reference_source(const std::filesystem::path& checkpoint_dir);
 
 // Per-position comparison of two logit rows, accumulated over a corpus.

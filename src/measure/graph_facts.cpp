@@ -77,6 +77,15 @@ std::string model_label(const fs::path& dir) {
   return p.filename().string();
 }
 
+std::string kernel_set_label(KernelSet kernels) {
+  switch (kernels) {
+    case KernelSet::Ort: return " (ort kernels)";
+    case KernelSet::DeltagenOps: return " (deltagen-ops kernels)";
+    case KernelSet::Deltagen: break;
+  }
+  return "";
+}
+
 GraphFacts graph_facts(const fs::path& dir_or_file) {
   const fs::path file = resolve(dir_or_file);
   return graph_facts(graph::load_model_proto(file), file);

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "runtime/kernel_set.h"
+
 namespace onnx {
 class ModelProto;
 }
@@ -38,5 +40,7 @@ nlohmann::json to_json(const GraphFacts& f);
 
 // How reports name a model: its folder's own name ("dir/" counts as "dir").
 std::string model_label(const std::filesystem::path& dir);
+// "" for the default kernels, else " (ort kernels)" / " (deltagen-ops kernels)".
+std::string kernel_set_label(KernelSet kernels);
 
 }  // namespace deltagen::measure

@@ -1,6 +1,7 @@
 #include "ortext/deltagen_ops.h"
 
 #include "ortext/causal_conv_op.h"
+#include "ortext/gated_delta_net_op.h"
 #include "ortext/matmul_nbits_op.h"
 
 namespace deltagen::ortext {
@@ -10,10 +11,12 @@ void register_deltagen_ops(Ort::SessionOptions& options) {
   // deliberately never destroyed) for the whole process.
   static const MatMulNBitsOp* const matmul_nbits = new MatMulNBitsOp();
   static const CausalConvOp* const causal_conv = new CausalConvOp();
+  static const GatedDeltaNetOp* const gated_delta_net = new GatedDeltaNetOp();
   static Ort::CustomOpDomain* const domain = [] {
     auto* d = new Ort::CustomOpDomain(kDeltagenDomain);
     d->Add(matmul_nbits);
     d->Add(causal_conv);
+    d->Add(gated_delta_net);
     return d;
   }();
   options.Add(*domain);

@@ -11,6 +11,10 @@
 // deltagen.CausalConvWithState: com.microsoft.CausalConvWithState in float,
 // ndim 1, channels first (causal_conv_op.h, src/kernels/causal_conv.h).
 //
+// deltagen.GatedDeltaNet: no com.microsoft counterpart; the fusion of a
+// linear-attention layer's conv ... GatedRMSNorm chain (gated_delta_net_op.h,
+// gated_delta_fusion.h).
+//
 // Session config entries the kernels read (SessionOptions::AddConfigEntry):
 //   deltagen.matmul.max_level      scalar|avx2|avx512|amx: cap the kernel family
 //   deltagen.matmul.amx_min_rows   M from which the AMX path is taken

@@ -31,7 +31,7 @@ Ort::Session create_session_with_fast_kernels(Ort::Env& env, const fs::path& mod
 
   const RewriteSummary result = use_deltagen_kernels(model, rewrite);
   if (summary) *summary = result;
-  if (result.rewritten + result.causal_conv == 0) return Ort::Session(env, model_onnx.c_str(), options);
+  if (result.deltagen_nodes() == 0) return Ort::Session(env, model_onnx.c_str(), options);
 
   const std::string rewritten = model.SerializeAsString();
   Ort::SessionOptions session_options = options.Clone();

@@ -1,6 +1,8 @@
-// The load-time rewrite: com.microsoft.MatMulNBits and CausalConvWithState
-// nodes that deltagen's kernels support move to the "deltagen" domain (same
-// inputs, outputs and attributes), in an in-memory copy of the model. The file on disk is never
+// The load-time rewrite, in an in-memory copy of the model: each
+// linear-attention layer's chain from the conv to GatedRMSNorm becomes one
+// deltagen.GatedDeltaNet node, and the com.microsoft.MatMulNBits and
+// CausalConvWithState nodes that deltagen's kernels support move to the
+// "deltagen" domain (same inputs, outputs and attributes). The file on disk is never
 // changed, so stock ONNX Runtime keeps running it.
 #pragma once
 #include <cstdint>
@@ -20,17 +22,23 @@ struct RewriteOptions {
   // com.microsoft.CausalConvWithState (float, ndim 1, channels first,
   // dilation 1) -> deltagen.CausalConvWithState.
   bool causal_conv = true;
+  // Each linear-attention layer's conv ... GatedRMSNorm chain -> one
+  // deltagen.GatedDeltaNet node (gated_delta_fusion.h).
+  bool gated_delta_net = true;
 };
 
 struct RewriteSummary {
   int64_t matmul_nbits = 0;  // com.microsoft.MatMulNBits nodes seen (top-level graph)
   int64_t rewritten = 0;     // MatMulNBits nodes moved to deltagen
   int64_t causal_conv = 0;   // CausalConvWithState nodes moved to deltagen
+  int64_t gated_delta_net = 0;  // linear-attention layers fused into one deltagen.GatedDeltaNet
   std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
+
+  int64_t deltagen_nodes() const { return rewritten + causal_conv + gated_delta_net; }
 };
 
-// Rewrites `model` in place (MatMulNBits, and CausalConvWithState unless
-// options.causal_conv is false); adds the "deltagen" opset import when a node moved.
+// Rewrites `model` in place (the fusion, then MatMulNBits and
+// CausalConvWithState, as `options` allow); adds the "deltagen" opset import when a node moved.
 RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOptions& options = {});
 
 }  // namespace deltagen::ortext

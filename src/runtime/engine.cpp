@@ -52,7 +52,10 @@ Engine::~Engine() = default;
 std::shared_ptr<Engine> Engine::load(const fs::path& model_dir, const EngineOptions& options) {
   if (options.threads < 0) fail("threads", "must not be negative");
   auto impl = std::make_unique<Impl>();
-  impl->model = Model::load(model_dir, RuntimeOptions{.intra_op_threads = options.threads, .fast_kernels = options.fast_kernels});
+  impl->model = Model::load(model_dir, RuntimeOptions{.intra_op_threads = options.threads,
+                                                          .kernels = !options.fast_kernels   ? KernelSet::Ort
+                                                                     : options.fused_layers ? KernelSet::Deltagen
+                                                                                            : KernelSet::DeltagenOps});
   const int64_t context = impl->model->config().context_length;
   if (options.max_length < 0) fail("max length", "must not be negative");
   if (options.max_length > 0 && context > 0 && options.max_length > context)

@@ -211,15 +211,16 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     session_options.EnableProfiling(prefix);
 
   try {
-    if (!options.fast_kernels) {
+    if (options.kernels == KernelSet::Ort) {
       Ort::Session session(ort_env(), model_path.c_str(), session_options);
       return std::unique_ptr<Model>(new Model(dir, std::move(config), std::move(session)));
     }
     ortext::RewriteSummary rewritten;
     Ort::Session session =
-        ortext::create_session_with_fast_kernels(ort_env(), model_path, session_options, &rewritten);
+        ortext::create_session_with_fast_kernels(ort_env(), model_path, session_options, &rewritten,
+                                                 {.gated_delta_net = options.kernels == KernelSet::Deltagen});
     std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
-    model->fast_kernel_nodes_ = rewritten.rewritten + rewritten.causal_conv;
+    model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
     return model;
   } catch (const Ort::Exception& e) {
     fail(model_path.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));

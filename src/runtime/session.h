@@ -21,6 +21,7 @@
 #include <onnxruntime_cxx_api.h>
 
 #include "runtime/genai_config.h"
+#include "runtime/kernel_set.h"
 
 namespace deltagen {
 
@@ -58,10 +59,7 @@ ModelIo describe_model_io(const Ort::Session& session);
 
 struct RuntimeOptions {
   int intra_op_threads = 0;  // 0 = ONNX Runtime's default (one per physical core)
-  // MatMulNBits nodes that deltagen's kernels support (int4/int8, accuracy
-  // level 4) run on them (src/ortext), the file stays as it is. false, or
-  // DELTAGEN_KERNELS=ort in the environment: ONNX Runtime's own kernels.
-  bool fast_kernels = true;
+  KernelSet kernels = KernelSet::Deltagen;
 };
 
 // The process-wide ONNX Runtime environment (created on first use).

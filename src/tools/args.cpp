@@ -109,10 +109,12 @@ void Args::finish() {
   if (!positional_.empty() && !asked_.count("")) fail(command_, "unexpected argument '" + positional_[0] + "'");
 }
 
-bool get_kernels_flag(Args& args, const std::string& flag) {
+KernelSet get_kernels_flag(Args& args, const std::string& flag) {
   const std::string v = args.get_or(flag, "deltagen");
-  if (v != "deltagen" && v != "ort") fail("--" + flag, "expected deltagen or ort, not '" + v + "'");
-  return v == "deltagen";
+  if (v == "deltagen") return KernelSet::Deltagen;
+  if (v == "deltagen-ops") return KernelSet::DeltagenOps;
+  if (v == "ort") return KernelSet::Ort;
+  fail("--" + flag, "expected deltagen, deltagen-ops or ort, not '" + v + "'");
 }
 
 }  // namespace deltagen

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/kernel_set.h"
+
 namespace deltagen {
 
 class Args {
@@ -41,8 +43,9 @@ class Args {
 
 std::vector<int64_t> parse_ids(const std::string& text, const std::string& what);
 
-// --kernels-style flag: "deltagen" (the default: deltagen's kernels swapped
-// into ONNX Runtime) -> true, "ort" (ORT's own) -> false; else Error.
-bool get_kernels_flag(Args& args, const std::string& flag);
+// --kernels-style flag: "deltagen" (the default: deltagen's kernels and the
+// fused linear-attention layer swapped into ONNX Runtime), "deltagen-ops"
+// (the per-op kernels only), "ort" (ORT's own); else Error.
+KernelSet get_kernels_flag(Args& args, const std::string& flag);
 
 }  // namespace deltagen

@@ -31,8 +31,8 @@ int cmd_bench(int argc, char** argv) {
   o.max_foreign_pct = args.get_double("max-foreign", o.max_foreign_pct);
   o.rerun_noisy = args.get_int("rerun-noisy", o.rerun_noisy);
   o.mem_bandwidth_gbps = args.get_double("mem-bandwidth", o.mem_bandwidth_gbps);
-  o.fast_kernels[0] = get_kernels_flag(args, "kernels");
-  o.fast_kernels[1] = get_kernels_flag(args, "vs-kernels");
+  o.kernels[0] = get_kernels_flag(args, "kernels");
+  o.kernels[1] = get_kernels_flag(args, "vs-kernels");
   const bool as_json = args.flag("json"), as_markdown = args.flag("markdown");
   const auto json_out = args.get("json-out");
   args.finish();

@@ -55,7 +55,7 @@ int cmd_compare(int argc, char** argv) {
   corpus.tokens = args.get_int("tokens", corpus.tokens);
   corpus.seed = uint64_t(args.get_int("seed", int64_t(corpus.seed)));
   corpus.limit = args.get_int("max-tokens", corpus.limit);
-  const bool a_fast = get_kernels_flag(args, "a-kernels"), b_fast = get_kernels_flag(args, "b-kernels");
+  const KernelSet a_fast = get_kernels_flag(args, "a-kernels"), b_fast = get_kernels_flag(args, "b-kernels");
   const bool as_json = args.flag("json");
   const auto json_out = args.get("json-out");
 

@@ -1,0 +1,78 @@
+// The Gated DeltaNet token mixer of a Qwen3.5 linear-attention layer, from the
+// in_proj outputs to the input of out_proj, as one kernel. It computes what
+// this chain of ONNX nodes computes (the builder's default fp32 form):
+//
+//   x [B,S,C] -> CausalConvWithState(+SiLU, state conv_past) -> Split -> q, k, v
+//   q, k -> per-head LpNormalization (p 2)           (q also times `scale`)
+//   a, b -> LinearAttentionGate -> g = neg_exp_a * softplus(a + dt_bias), beta = sigmoid(b)
+//   LinearAttention(gated_delta):  S = e^g S;  delta = beta (v - S^T k);  S += k (x) delta;  o = S^T q
+//   GatedRMSNorm(o, norm_w, z):    o * rsqrt(mean(o^2) + eps) * norm_w * silu(z)   per value head
+//
+// with C = 2 nk dk + nv dv; value head h reads key head h / (nv / nk).
+// Decode runs ~13 ONNX nodes per layer for a few µs of arithmetic each; here
+// it is one pass over the recurrent state per head, heads spread over threads.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+#include "kernels/parallel.h"
+
+namespace deltagen::kernels {
+
+struct GatedDeltaShape {
+  int64_t batch = 1, seq = 1;
+  int64_t nk = 0, nv = 0, dk = 0, dv = 0;  // key heads, value heads, their dims
+  int64_t conv_kernel = 0;                 // K: the conv state keeps K-1 inputs
+  int64_t conv_dim() const { return 2 * nk * dk + nv * dv; }
+};
+
+// The largest head dims the kernel takes (its per-head scratch lives on the stack).
+constexpr int64_t kMaxDeltaHeadDim = 512;
+
+struct GatedDeltaTensors {
+  const float* x = nullptr;          // [B, S, C]   the conv's input, channels last
+  const float* conv_w_t = nullptr;   // [K, C]      the conv taps, transposed (tap-major)
+  const float* conv_past = nullptr;  // [B, C, K-1] or null (zeros)
+  float* conv_present = nullptr;     // [B, C, K-1] may alias conv_past
+  const float* z = nullptr;          // [B, S, nv*dv]
+  const float* a = nullptr;          // [B, S, nv]
+  const float* b = nullptr;          // [B, S, nv]
+  const float* dt_bias = nullptr;    // [nv]
+  const float* neg_exp_a = nullptr;  // [nv]  -exp(A_log)
+  const float* state_past = nullptr; // [B, nv, dk, dv] or null (zeros)
+  float* state_present = nullptr;    // [B, nv, dk, dv] may alias state_past
+  const float* norm_w = nullptr;     // [dv]
+  float* out = nullptr;              // [B, S, nv*dv]
+};
+
+struct GatedDeltaParams {
+  float scale = 0;    // on q; 0 means 1/sqrt(dk)
+  float epsilon = 1e-6f;  // GatedRMSNorm's
+};
+
+// Requires nv % nk == 0, dk and dv in [1, kMaxDeltaHeadDim], K >= 1. `level`
+// picks the recurrence's instruction set (tests try each; capped at what the
+// CPU has).
+void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const GatedDeltaTensors& t,
+                     const Parallel& parallel, KernelLevel level = default_level());
+
+// The per-(batch row, value head) part, after the conv and silu(z): exposed for
+// the per-ISA files (gated_delta_net_impl.h) and the dispatcher only.
+struct GatedDeltaHeadArgs {
+  GatedDeltaShape s;
+  float scale = 0, epsilon = 0;
+  const float* xc = nullptr;      // [B, S, C] conv output (after SiLU)
+  const float* silu_z = nullptr;  // [B, S, nv*dv]
+  const float* a = nullptr;
+  const float* b = nullptr;
+  const float* dt_bias = nullptr;
+  const float* neg_exp_a = nullptr;
+  const float* norm_w = nullptr;
+  float* state = nullptr;  // [B, nv, dk, dv], updated in place
+  float* out = nullptr;
+};
+void gated_delta_head_portable(const GatedDeltaHeadArgs& args, int64_t row, int64_t head);
+void gated_delta_head_avx2(const GatedDeltaHeadArgs& args, int64_t row, int64_t head);
+void gated_delta_head_avx512(const GatedDeltaHeadArgs& args, int64_t row, int64_t head);
+
+}  // namespace deltagen::kernels

@@ -1,0 +1,297 @@
+#include "ortext/gated_delta_fusion.h"
+
+#include <cstring>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ortext/deltagen_ops.h"
+
+namespace deltagen::ortext {
+namespace {
+
+constexpr const char* kMs = "com.microsoft";
+
+const onnx::AttributeProto* find_attribute(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t int_or(const onnx::NodeProto& node, const std::string& name, int64_t fallback) {
+  const auto* a = find_attribute(node, name);
+  return a ? a->i() : fallback;
+}
+
+std::string input(const onnx::NodeProto& node, int i) { return i < node.input_size() ? node.input(i) : std::string(); }
+std::string output(const onnx::NodeProto& node, int i) {
+  return i < node.output_size() ? node.output(i) : std::string();
+}
+
+std::optional<std::vector<int64_t>> int64_values(const onnx::TensorProto& t) {
+  if (t.data_type() != onnx::TensorProto_DataType_INT64 || t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
+    return std::nullopt;
+  std::vector<int64_t> v(t.int64_data().begin(), t.int64_data().end());
+  if (v.empty() && !t.raw_data().empty()) {
+    v.resize(t.raw_data().size() / sizeof(int64_t));
+    std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(int64_t));
+  }
+  return v;
+}
+
+// Where each value comes from and how often it is read, for one graph.
+class GraphIndex {
+ public:
+  explicit GraphIndex(const onnx::GraphProto& graph) : graph_(graph) {
+    for (int n = 0; n < graph.node_size(); ++n) {
+      const auto& node = graph.node(n);
+      for (int o = 0; o < node.output_size(); ++o) producer_[node.output(o)] = {n, o};
+      for (const auto& in : node.input())
+        if (!in.empty()) {
+          ++uses_[in];
+          reader_[in] = n;
+        }
+    }
+    for (const auto& out : graph.output()) ++uses_[out.name()];  // a graph output is never private
+    for (const auto& t : graph.initializer()) initializer_[t.name()] = &t;
+  }
+
+  // The node computing `value` as its output `index`, when it has that op type and domain.
+  const onnx::NodeProto* producer(const std::string& value, const char* op, const char* domain, int index = 0,
+                                  int* node_index = nullptr) const {
+    auto it = producer_.find(value);
+    if (it == producer_.end() || it->second.second != index) return nullptr;
+    const auto& node = graph_.node(it->second.first);
+    if (node.op_type() != op || node.domain() != domain) return nullptr;
+    if (node_index) *node_index = it->second.first;
+    return &node;
+  }
+  // The one node reading a private value (see private_value).
+  const onnx::NodeProto* reader(const std::string& value, const char* op, const char* domain,
+                                int* node_index) const {
+    if (!private_value(value)) return nullptr;
+    const int n = reader_.at(value);
+    const auto& node = graph_.node(n);
+    if (node.op_type() != op || node.domain() != domain) return nullptr;
+    *node_index = n;
+    return &node;
+  }
+
+  // Read by exactly one node and not a graph output: safe to fold away.
+  bool private_value(const std::string& value) const {
+    auto it = uses_.find(value);
+    return it != uses_.end() && it->second == 1;
+  }
+
+  // The int64 values of a Constant node's output or of an initializer.
+  std::optional<std::vector<int64_t>> constant_ints(const std::string& value) const {
+    if (const auto* c = producer(value, "Constant", ""))
+      if (const auto* a = find_attribute(*c, "value")) return int64_values(a->t());
+    auto it = initializer_.find(value);
+    if (it != initializer_.end()) return int64_values(*it->second);
+    return std::nullopt;
+  }
+  const onnx::TensorProto* initializer(const std::string& value) const {
+    auto it = initializer_.find(value);
+    return it == initializer_.end() ? nullptr : it->second;
+  }
+
+ private:
+  const onnx::GraphProto& graph_;
+  std::unordered_map<std::string, std::pair<int, int>> producer_;
+  std::unordered_map<std::string, int> uses_;
+  std::unordered_map<std::string, int> reader_;  // the last node reading each value
+  std::unordered_map<std::string, const onnx::TensorProto*> initializer_;
+};
+
+struct Match {
+  std::vector<int> nodes;  // every node of the chain
+  int last = 0;            // the GatedRMSNorm, where the fused node goes
+  onnx::NodeProto fused;
+};
+
+// Reshape -> LpNormalization(p 2, last axis) -> Reshape back, on one Split output;
+// returns the Split output it normalizes and checks the grouping is [.., heads, dim].
+std::optional<std::string> l2_norm_chain(const GraphIndex& g, const std::string& normed, int64_t heads, int64_t dim,
+                                         std::vector<int>& nodes) {
+  int r2 = 0, lp = 0, r1 = 0;
+  const auto* reshape_out = g.producer(normed, "Reshape", "", 0, &r2);
+  if (!reshape_out || !g.private_value(normed)) return std::nullopt;
+  const auto* norm = g.producer(input(*reshape_out, 0), "LpNormalization", "", 0, &lp);
+  if (!norm || !g.private_value(input(*reshape_out, 0))) return std::nullopt;
+  if (int_or(*norm, "p", 2) != 2 || (int_or(*norm, "axis", -1) != -1 && int_or(*norm, "axis", -1) != 3))
+    return std::nullopt;
+  const auto* reshape_in = g.producer(input(*norm, 0), "Reshape", "", 0, &r1);
+  if (!reshape_in || !g.private_value(input(*norm, 0))) return std::nullopt;
+  const auto shape = g.constant_ints(input(*reshape_in, 1));
+  if (!shape || shape->size() != 4 || (*shape)[2] != heads || (*shape)[3] != dim) return std::nullopt;
+  nodes.insert(nodes.end(), {r2, lp, r1});
+  return input(*reshape_in, 0);
+}
+
+std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la, int la_index) {
+  Match m;
+  m.nodes.push_back(la_index);
+  // LinearAttention: gated delta rule, per-head decay and beta, no window.
+  if (la.input_size() < 6 || la.output_size() < 2 || output(la, 1).empty() || input(la, 3).empty()) return {};
+  if (int_or(la, "state_window", 0) != 0) return {};
+  if (const auto* rule = find_attribute(la, "update_rule"); rule && rule->s() != "gated_delta") return {};
+  const int64_t nk = int_or(la, "q_num_heads", 0), nv = int_or(la, "kv_num_heads", 0);
+  if (nk < 1 || nv < 1 || nv % nk != 0) return {};
+  const auto* scale = find_attribute(la, "scale");
+
+  // o -> GatedRMSNorm(o, weight [dv], z), its only reader.
+  const auto* norm = g.reader(output(la, 0), "GatedRMSNorm", kMs, &m.last);
+  if (!norm || norm->input_size() != 3 || input(*norm, 2).empty()) return {};
+  const auto* eps = find_attribute(*norm, "epsilon");
+  const auto* norm_w = g.initializer(input(*norm, 1));
+  if (!eps || !norm_w || norm_w->data_type() != onnx::TensorProto_DataType_FLOAT || norm_w->dims_size() != 1)
+    return {};
+  m.nodes.push_back(m.last);
+
+  // decay, beta: the two outputs of one LinearAttentionGate(a, dt_bias, -exp(A_log), b).
+  int gate_index = 0;
+  const auto* gate = g.producer(input(la, 4), "LinearAttentionGate", kMs, 0, &gate_index);
+  if (!gate || gate->input_size() != 4 || input(*gate, 3).empty() || output(*gate, 1) != input(la, 5)) return {};
+  if (!g.private_value(input(la, 4)) || !g.private_value(input(la, 5))) return {};
+  m.nodes.push_back(gate_index);
+
+  // q, k, v from one Split of the conv output, sizes [nk dk, nk dk, nv dv].
+  int split_index = 0;
+  const auto* split = g.producer(input(la, 2), "Split", "", 2, &split_index);
+  if (!split || split->output_size() != 3 || !g.private_value(input(la, 2))) return {};
+  const int64_t axis = int_or(*split, "axis", 0);
+  const auto sizes = g.constant_ints(input(*split, 1));
+  if ((axis != -1 && axis != 2) || !sizes || sizes->size() != 3 || (*sizes)[0] != (*sizes)[1] || (*sizes)[0] % nk ||
+      (*sizes)[2] % nv)
+    return {};
+  const int64_t dk = (*sizes)[0] / nk, dv = (*sizes)[2] / nv;
+  if (norm_w->dims(0) != dv) return {};
+  const auto q = l2_norm_chain(g, input(la, 0), nk, dk, m.nodes);
+  const auto k = l2_norm_chain(g, input(la, 1), nk, dk, m.nodes);
+  if (!q || *q != output(*split, 0) || !k || *k != output(*split, 1)) return {};
+  m.nodes.push_back(split_index);
+
+  // The conv (SiLU, no bias, with state), channels last or between two Transposes.
+  std::string conv_out = input(*split, 0);
+  if (!g.private_value(conv_out)) return {};
+  auto transpose = [&](const std::string& value) -> const onnx::NodeProto* {
+    int index = 0;
+    const auto* t = g.producer(value, "Transpose", "", 0, &index);
+    const auto* perm = t ? find_attribute(*t, "perm") : nullptr;
+    if (!perm || perm->ints_size() != 3 || perm->ints(0) != 0 || perm->ints(1) != 2 || perm->ints(2) != 1) return nullptr;
+    m.nodes.push_back(index);
+    return t;
+  };
+  const onnx::NodeProto* after = nullptr;
+  int conv_index = 0;
+  const onnx::NodeProto* conv = g.producer(conv_out, "CausalConvWithState", kMs, 0, &conv_index);
+  if (!conv) {
+    after = transpose(conv_out);
+    if (!after || !g.private_value(input(*after, 0))) return {};
+    conv = g.producer(input(*after, 0), "CausalConvWithState", kMs, 0, &conv_index);
+  }
+  if (!conv || conv->input_size() != 4 || !input(*conv, 2).empty() || input(*conv, 3).empty() ||
+      conv->output_size() != 2 || output(*conv, 1).empty())
+    return {};
+  const bool channels_last = int_or(*conv, "channels_last", 0) != 0;
+  if (channels_last == (after != nullptr)) return {};
+  if (int_or(*conv, "ndim", 1) != 1 || int_or(*conv, "dilation", 1) != 1 || int_or(*conv, "state_window", 0) != 0)
+    return {};
+  const auto* activation = find_attribute(*conv, "activation");
+  if (!activation || (activation->s() != "silu" && activation->s() != "swish")) return {};
+  const auto* conv_w = g.initializer(input(*conv, 1));
+  if (!conv_w || conv_w->data_type() != onnx::TensorProto_DataType_FLOAT || conv_w->dims_size() != 3 ||
+      conv_w->dims(0) != 2 * nk * dk + nv * dv || conv_w->dims(1) != 1)
+    return {};
+  m.nodes.push_back(conv_index);
+  std::string x = input(*conv, 0);
+  if (!channels_last) {
+    if (!g.private_value(x)) return {};
+    const auto* before = transpose(x);
+    if (!before) return {};
+    x = input(*before, 0);
+  }
+
+  onnx::NodeProto& f = m.fused;
+  std::string name = la.name();
+  const std::string suffix = "/LinearAttention";
+  if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    name.resize(name.size() - suffix.size());
+  f.set_name(name + "/GatedDeltaNet");
+  f.set_op_type("GatedDeltaNet");
+  f.set_domain(kDeltagenDomain);
+  for (const std::string& in : {x, input(*conv, 1), input(*conv, 3), input(*norm, 2), input(*gate, 0),
+                                input(*gate, 3), input(*gate, 1), input(*gate, 2), input(la, 3), input(*norm, 1)})
+    f.add_input(in);
+  for (const std::string& out : {output(*norm, 0), output(*conv, 1), output(la, 1)}) f.add_output(out);
+  auto add_int = [&](const char* key, int64_t v) {
+    auto* a = f.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto_AttributeType_INT);
+    a->set_i(v);
+  };
+  auto add_float = [&](const char* key, float v) {
+    auto* a = f.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto_AttributeType_FLOAT);
+    a->set_f(v);
+  };
+  add_int("q_num_heads", nk);
+  add_int("kv_num_heads", nv);
+  add_float("scale", scale ? scale->f() : 0.0f);
+  add_float("epsilon", eps->f());
+  return m;
+}
+
+// Constant nodes only the fused chains read (Split sizes, Reshape shapes):
+// ORT would warn about each when it removes them.
+void drop_unused_constants(onnx::GraphProto& graph) {
+  std::set<std::string> used;
+  for (const auto& node : graph.node())
+    for (const auto& in : node.input()) used.insert(in);
+  for (const auto& out : graph.output()) used.insert(out.name());
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (auto& node : *graph.mutable_node())
+    if (!(node.op_type() == "Constant" && node.domain().empty() && node.output_size() == 1 &&
+          !used.count(node.output(0))))
+      *kept.Add() = std::move(node);
+  graph.mutable_node()->Swap(&kept);
+}
+
+}  // namespace
+
+int64_t fuse_gated_delta_net(onnx::GraphProto& graph) {
+  std::vector<Match> matches;
+  {
+    const GraphIndex index(graph);
+    for (int n = 0; n < graph.node_size(); ++n) {
+      const auto& node = graph.node(n);
+      if (node.op_type() != "LinearAttention" || node.domain() != kMs) continue;
+      if (auto m = match_layer(index, node, n)) matches.push_back(std::move(*m));
+    }
+  }
+  if (matches.empty()) return 0;
+  // Each fused node takes the place of its chain's last node (the
+  // GatedRMSNorm): every input of the chain is computed before that point.
+  std::unordered_map<int, const onnx::NodeProto*> replace;
+  std::set<int> drop;
+  for (const auto& m : matches) {
+    drop.insert(m.nodes.begin(), m.nodes.end());
+    replace[m.last] = &m.fused;
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (int n = 0; n < graph.node_size(); ++n) {
+    if (auto it = replace.find(n); it != replace.end())
+      *nodes.Add() = *it->second;
+    else if (!drop.count(n))
+      *nodes.Add() = std::move(*graph.mutable_node(n));
+  }
+  graph.mutable_node()->Swap(&nodes);
+  drop_unused_constants(graph);
+  return int64_t(matches.size());
+}
+
+}  // namespace deltagen::ortext

@@ -1,0 +1,123 @@
+#include "ortext/gated_delta_net_op.h"
+
+#include <string>
+
+#include "kernels/gated_delta_net.h"
+#include "ortext/ort_parallel.h"
+#include "util/error.h"
+
+namespace deltagen::ortext {
+namespace {
+
+enum Input : size_t {
+  kX = 0, kConvWeight, kConvPast, kZ, kA, kB, kDtBias, kNegExpA, kStatePast, kNormWeight
+};
+constexpr const char* kOp = "deltagen.GatedDeltaNet";
+
+std::vector<int64_t> shape_of(const Ort::ConstValue& v) { return v.GetTensorTypeAndShapeInfo().GetShape(); }
+
+template <typename T>
+T attribute_or(const Ort::ConstKernelInfo& info, const char* name, T fallback) {
+  try {
+    return info.GetAttribute<T>(name);
+  } catch (const Ort::Exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+GatedDeltaNetKernel::GatedDeltaNetKernel(const OrtKernelInfo* raw_info) {
+  Ort::ConstKernelInfo info(raw_info);
+  nk_ = info.GetAttribute<int64_t>("q_num_heads");
+  nv_ = info.GetAttribute<int64_t>("kv_num_heads");
+  scale_ = attribute_or<float>(info, "scale", 0.0f);
+  epsilon_ = attribute_or<float>(info, "epsilon", 1e-6f);
+  if (nk_ < 1 || nv_ < 1 || nv_ % nk_ != 0) fail(kOp, "kv_num_heads must be a multiple of q_num_heads");
+  int is_constant = 0;
+  Ort::ConstValue w = info.GetTensorConstantInput(kConvWeight, &is_constant);
+  if (!is_constant) fail(kOp, "the conv weight must be a constant");
+  const std::vector<int64_t> wd = shape_of(w);
+  if (wd.size() != 3 || wd[1] != 1 || wd[2] < 1) fail(kOp, "conv weight must be [channels, 1, kernel]");
+  channels_ = wd[0];
+  taps_ = wd[2];
+  const float* src = w.GetTensorData<float>();
+  conv_w_t_.resize(size_t(channels_ * taps_));
+  for (int64_t c = 0; c < channels_; ++c)
+    for (int64_t j = 0; j < taps_; ++j) conv_w_t_[size_t(j * channels_ + c)] = src[c * taps_ + j];
+}
+
+OrtStatusPtr GatedDeltaNetKernel::ComputeV2(OrtKernelContext* context) noexcept {
+  try {
+    Ort::KernelContext ctx(context);
+    Ort::ConstValue x = ctx.GetInput(kX), z = ctx.GetInput(kZ);
+    const std::vector<int64_t> xd = shape_of(x), zd = shape_of(z);
+    if (xd.size() != 3 || zd.size() != 3 || zd[0] != xd[0] || zd[1] != xd[1])
+      fail(kOp, "x and z must be [batch, seq, channels] with the same batch and seq");
+    kernels::GatedDeltaShape s;
+    s.batch = xd[0];
+    s.seq = xd[1];
+    s.nk = nk_;
+    s.nv = nv_;
+    s.conv_kernel = taps_;
+    if (zd[2] % nv_ != 0) fail(kOp, "z's width is not a multiple of kv_num_heads");
+    s.dv = zd[2] / nv_;
+    const int64_t key_width = xd[2] - nv_ * s.dv;  // 2 nk dk
+    if (xd[2] != channels_ || key_width <= 0 || key_width % (2 * nk_) != 0)
+      fail(kOp, "x's width does not match the conv weight and the head counts");
+    s.dk = key_width / (2 * nk_);
+    if (s.dk > kernels::kMaxDeltaHeadDim || s.dv > kernels::kMaxDeltaHeadDim) fail(kOp, "head dim above 512");
+
+    auto expect = [&](size_t index, const std::vector<int64_t>& want, const char* what) {
+      Ort::ConstValue v = ctx.GetInput(index);
+      if (shape_of(v) != want) fail(kOp, std::string(what) + " has the wrong shape");
+      return v.GetTensorData<float>();
+    };
+    const int64_t st = taps_ - 1;
+    kernels::GatedDeltaTensors t;
+    t.x = x.GetTensorData<float>();
+    t.conv_w_t = conv_w_t_.data();
+    t.conv_past = expect(kConvPast, {s.batch, channels_, st}, "conv past_state");
+    t.z = z.GetTensorData<float>();
+    t.a = expect(kA, {s.batch, s.seq, nv_}, "a");
+    t.b = expect(kB, {s.batch, s.seq, nv_}, "b");
+    t.dt_bias = expect(kDtBias, {nv_}, "dt_bias");
+    t.neg_exp_a = expect(kNegExpA, {nv_}, "-exp(A_log)");
+    t.state_past = expect(kStatePast, {s.batch, nv_, s.dk, s.dv}, "recurrent past_state");
+    t.norm_w = expect(kNormWeight, {s.dv}, "norm weight");
+    t.out = ctx.GetOutput(0, zd).GetTensorMutableData<float>();
+    t.conv_present = ctx.GetOutput(1, {s.batch, channels_, st}).GetTensorMutableData<float>();
+    t.state_present = ctx.GetOutput(2, {s.batch, nv_, s.dk, s.dv}).GetTensorMutableData<float>();
+    kernels::gated_delta_net(s, {scale_, epsilon_}, t, OrtParallel(ctx));
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_RUNTIME_EXCEPTION).release();
+  }
+}
+
+OrtStatusPtr GatedDeltaNetOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const noexcept {
+  try {
+    *kernel = new GatedDeltaNetKernel(info);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
+  }
+}
+
+// Written against the C API, like MatMulNBits' (see matmul_nbits_op.cpp).
+OrtStatusPtr GatedDeltaNetOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
+  const OrtApi& api = Ort::GetApi();
+  try {
+    const std::pair<size_t, size_t> pass[] = {{kZ, 0}, {kConvPast, 1}, {kStatePast, 2}};
+    for (auto [in, out] : pass) {
+      OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
+      Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, in, &info));
+      if (info) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, out, info));
+    }
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
+  }
+}
+
+}  // namespace deltagen::ortext

@@ -1,0 +1,46 @@
+// deltagen.GatedDeltaNet: one node for the chain the builder emits between a
+// linear-attention layer's in_proj and its out_proj (conv + SiLU, q/k L2
+// norms, LinearAttentionGate, LinearAttention, GatedRMSNorm; see
+// src/kernels/gated_delta_net.h). It exists only in memory: the load-time
+// rewrite (gated_delta_fusion.h) puts it in place of those nodes, and the
+// file keeps the com.microsoft ops stock ONNX Runtime runs.
+//
+// inputs  0 x [B,S,C]  1 conv weight [C,1,K] (constant)  2 conv past_state [B,C,K-1]
+//         3 z [B,S,nv*dv]  4 a [B,S,nv]  5 b [B,S,nv]  6 dt_bias [nv]  7 -exp(A_log) [nv]
+//         8 recurrent past_state [B,nv,dk,dv]  9 norm weight [dv]
+// outputs 0 [B,S,nv*dv] (out_proj's input)  1 conv present_state  2 recurrent present_state
+// attributes q_num_heads (nk), kv_num_heads (nv), scale (0: 1/sqrt(dk)), epsilon
+#pragma once
+#include <vector>
+
+#include <onnxruntime_cxx_api.h>
+
+namespace deltagen::ortext {
+
+class GatedDeltaNetKernel {
+ public:
+  explicit GatedDeltaNetKernel(const OrtKernelInfo* info);  // throws
+  OrtStatusPtr ComputeV2(OrtKernelContext* context) noexcept;
+
+ private:
+  int64_t nk_ = 0, nv_ = 0;
+  float scale_ = 0, epsilon_ = 1e-6f;
+  int64_t channels_ = 0, taps_ = 0;
+  std::vector<float> conv_w_t_;  // [K, C]
+};
+
+struct GatedDeltaNetOp : Ort::CustomOpBase<GatedDeltaNetOp, GatedDeltaNetKernel, /*WithStatus=*/true> {
+  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const noexcept;
+  const char* GetName() const { return "GatedDeltaNet"; }
+
+  size_t GetInputTypeCount() const { return 10; }
+  ONNXTensorElementDataType GetInputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+  size_t GetOutputTypeCount() const { return 3; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+
+  GatedDeltaNetOp() { OrtCustomOp::InferOutputShapeFn = &GatedDeltaNetOp::infer_output_shape; }
+  // output 0: z's type and shape; 1: the conv past_state's; 2: the recurrent past_state's.
+  static OrtStatusPtr infer_output_shape(const OrtCustomOp* op, OrtShapeInferContext* context);
+};
+
+}  // namespace deltagen::ortext

@@ -1,0 +1,253 @@
+// deltagen.GatedDeltaNet: the kernel (every instruction set this CPU has)
+// against the definition in double, in place and not, serial and threaded;
+// and the load-time fusion on the golden model: the default form fuses every
+// linear-attention layer, other forms are left alone. (The golden runtime
+// tests run through the fused node, since fast kernels are the default.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "checkpoint/checkpoint.h"
+#include "kernels/gated_delta_net.h"
+#include "kernels/thread_pool.h"
+#include "models/build.h"
+#include "ortext/model_rewrite.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace deltagen {
+namespace {
+
+using kernels::GatedDeltaShape;
+using test::TempDir;
+namespace fs = std::filesystem;
+
+std::vector<float> random_values(size_t n, std::mt19937& rng, float lo = -1.5f, float hi = 1.5f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Inputs {
+  std::vector<float> x, conv_w, conv_past, z, a, b, dt_bias, neg_exp_a, state_past, norm_w;
+};
+
+struct Outputs {
+  std::vector<float> out, conv_present, state_present;
+};
+
+Inputs random_inputs(const GatedDeltaShape& s, std::mt19937& rng) {
+  const size_t c = size_t(s.conv_dim()), tokens = size_t(s.batch * s.seq);
+  Inputs in;
+  in.x = random_values(tokens * c, rng);
+  in.conv_w = random_values(c * size_t(s.conv_kernel), rng, -0.8f, 0.8f);
+  in.conv_past = random_values(size_t(s.batch) * c * size_t(s.conv_kernel - 1), rng);
+  in.z = random_values(tokens * size_t(s.nv * s.dv), rng);
+  in.a = random_values(tokens * size_t(s.nv), rng, -3.0f, 3.0f);
+  in.b = random_values(tokens * size_t(s.nv), rng, -3.0f, 3.0f);
+  in.dt_bias = random_values(size_t(s.nv), rng);
+  in.neg_exp_a = random_values(size_t(s.nv), rng, -4.0f, -0.05f);
+  in.state_past = random_values(size_t(s.batch * s.nv * s.dk * s.dv), rng, -0.5f, 0.5f);
+  in.norm_w = random_values(size_t(s.dv), rng, 0.5f, 1.5f);
+  return in;
+}
+
+// The definition (gated_delta_net.h), in double.
+Outputs reference(const GatedDeltaShape& s, double scale, double eps, const Inputs& in) {
+  const int64_t c = s.conv_dim(), st = s.conv_kernel - 1, tokens = s.batch * s.seq;
+  std::vector<double> y(size_t(tokens * c));
+  Outputs r;
+  r.conv_present.resize(in.conv_past.size());
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      std::vector<double> xp;
+      for (int64_t i = 0; i < st; ++i) xp.push_back(in.conv_past[size_t((b * c + ch) * st + i)]);
+      for (int64_t t = 0; t < s.seq; ++t) xp.push_back(in.x[size_t((b * s.seq + t) * c + ch)]);
+      for (int64_t t = 0; t < s.seq; ++t) {
+        double acc = 0;
+        for (int64_t j = 0; j < s.conv_kernel; ++j) acc += double(in.conv_w[size_t(ch * s.conv_kernel + j)]) * xp[size_t(t + j)];
+        y[size_t((b * s.seq + t) * c + ch)] = acc / (1.0 + std::exp(-acc));
+      }
+      for (int64_t i = 0; i < st; ++i) r.conv_present[size_t((b * c + ch) * st + i)] = float(xp[size_t(s.seq + i)]);
+    }
+  r.out.resize(size_t(tokens * s.nv * s.dv));
+  r.state_present.resize(in.state_past.size());
+  const int64_t dk = s.dk, dv = s.dv;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.nv; ++h) {
+      const int64_t kh = h / (s.nv / s.nk);
+      const size_t base = size_t((b * s.nv + h) * dk * dv);
+      std::vector<double> S(in.state_past.begin() + long(base), in.state_past.begin() + long(base + size_t(dk * dv)));
+      for (int64_t t = 0; t < s.seq; ++t) {
+        const int64_t tok = b * s.seq + t;
+        const double* row = y.data() + tok * c;
+        std::vector<double> q(row + kh * dk, row + kh * dk + dk), k(row + s.nk * dk + kh * dk, row + s.nk * dk + kh * dk + dk);
+        const double* v = row + 2 * s.nk * dk + h * dv;
+        double qq = 0, kk = 0;
+        for (int64_t i = 0; i < dk; ++i) qq += q[size_t(i)] * q[size_t(i)], kk += k[size_t(i)] * k[size_t(i)];
+        for (int64_t i = 0; i < dk; ++i) q[size_t(i)] *= scale / std::sqrt(qq), k[size_t(i)] /= std::sqrt(kk);
+        const double pre = double(in.a[size_t(tok * s.nv + h)]) + in.dt_bias[size_t(h)];
+        const double decay = std::exp(in.neg_exp_a[size_t(h)] * std::log1p(std::exp(pre)));
+        const double beta = 1.0 / (1.0 + std::exp(-double(in.b[size_t(tok * s.nv + h)])));
+        for (double& e : S) e *= decay;
+        std::vector<double> o(size_t(dv), 0.0);
+        for (int64_t j = 0; j < dv; ++j) {
+          double kv = 0;
+          for (int64_t i = 0; i < dk; ++i) kv += S[size_t(i * dv + j)] * k[size_t(i)];
+          const double delta = beta * (v[j] - kv);
+          for (int64_t i = 0; i < dk; ++i) S[size_t(i * dv + j)] += k[size_t(i)] * delta;
+          for (int64_t i = 0; i < dk; ++i) o[size_t(j)] += S[size_t(i * dv + j)] * q[size_t(i)];
+        }
+        double ms = 0;
+        for (double e : o) ms += e * e;
+        const double inv = 1.0 / std::sqrt(ms / double(dv) + eps);
+        for (int64_t j = 0; j < dv; ++j) {
+          const double zz = in.z[size_t(tok * s.nv * dv + h * dv + j)];
+          r.out[size_t(tok * s.nv * dv + h * dv + j)] =
+              float(o[size_t(j)] * inv * in.norm_w[size_t(j)] * zz / (1.0 + std::exp(-zz)));
+        }
+      }
+      for (size_t i = 0; i < S.size(); ++i) r.state_present[base + i] = float(S[i]);
+    }
+  return r;
+}
+
+Outputs run_kernel(const GatedDeltaShape& s, float scale, float eps, const Inputs& in, bool in_place,
+                   const kernels::Parallel& parallel, kernels::KernelLevel level) {
+  std::vector<float> w_t(in.conv_w.size());
+  for (int64_t ch = 0; ch < s.conv_dim(); ++ch)
+    for (int64_t j = 0; j < s.conv_kernel; ++j)
+      w_t[size_t(j * s.conv_dim() + ch)] = in.conv_w[size_t(ch * s.conv_kernel + j)];
+  Outputs r;
+  r.out.resize(in.z.size());
+  r.conv_present = in_place ? in.conv_past : std::vector<float>(in.conv_past.size());
+  r.state_present = in_place ? in.state_past : std::vector<float>(in.state_past.size());
+  kernels::GatedDeltaTensors t;
+  t.x = in.x.data();
+  t.conv_w_t = w_t.data();
+  t.conv_past = in_place ? r.conv_present.data() : in.conv_past.data();
+  t.conv_present = r.conv_present.data();
+  t.z = in.z.data();
+  t.a = in.a.data();
+  t.b = in.b.data();
+  t.dt_bias = in.dt_bias.data();
+  t.neg_exp_a = in.neg_exp_a.data();
+  t.state_past = in_place ? r.state_present.data() : in.state_past.data();
+  t.state_present = r.state_present.data();
+  t.norm_w = in.norm_w.data();
+  t.out = r.out.data();
+  kernels::gated_delta_net(s, {scale, eps}, t, parallel, level);
+  return r;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << what << " [" << i << "]";
+}
+
+TEST(GatedDeltaNet, KernelMatchesTheDefinitionAtEveryLevel) {
+  std::mt19937 rng(11);
+  kernels::ThreadPool pool(2);
+  const kernels::SerialParallel serial;
+  // {batch, seq, nk, nv, dk, dv, K}: Qwen3.5's 16/16 heads scaled down, the
+  // 4B/9B inverse-GQA shape (more value heads), odd dims, K = 1.
+  const GatedDeltaShape shapes[] = {
+      {2, 1, 2, 2, 32, 32, 4}, {2, 7, 2, 4, 16, 16, 4}, {1, 40, 1, 3, 5, 7, 2}, {2, 3, 2, 2, 24, 9, 1}};
+  for (const auto& s : shapes) {
+    const Inputs in = random_inputs(s, rng);
+    const float scale = float(1.0 / std::sqrt(double(s.dk)));
+    const Outputs want = reference(s, scale, 1e-6, in);
+    for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512}) {
+      if (level > kernels::supported_level()) continue;
+      for (bool in_place : {false, true}) {
+        const std::string what = std::string(kernels::level_name(level)) + (in_place ? " in place" : "") +
+                                 " seq " + std::to_string(s.seq) + " dk " + std::to_string(s.dk);
+        // scale 0 means 1/sqrt(dk), as in LinearAttention.
+        const Outputs got = run_kernel(s, in_place ? 0.0f : scale, 1e-6f, in, in_place, in_place ? (const kernels::Parallel&)pool : serial, level);
+        expect_close(got.out, want.out, 2e-4, what + " out");
+        EXPECT_EQ(got.conv_present, want.conv_present) << what;
+        expect_close(got.state_present, want.state_present, 2e-4, what + " state");
+      }
+    }
+  }
+}
+
+TEST(GatedDeltaNet, ThreadsGiveBitIdenticalResults) {
+  std::mt19937 rng(12);
+  const GatedDeltaShape s{2, 33, 2, 4, 16, 16, 4};
+  const Inputs in = random_inputs(s, rng);
+  kernels::ThreadPool pool(2);
+  const auto serial = run_kernel(s, 0, 1e-6f, in, false, kernels::SerialParallel(), kernels::default_level());
+  const auto threaded = run_kernel(s, 0, 1e-6f, in, false, pool, kernels::default_level());
+  EXPECT_EQ(serial.out, threaded.out);
+  EXPECT_EQ(serial.state_present, threaded.state_present);
+}
+
+ortext::RewriteSummary rewrite_built_model(const BuildOptions& options, onnx::ModelProto* model_out = nullptr) {
+  TempDir dir;
+  {
+    auto ckpt = Checkpoint::open(test::golden_checkpoint());
+    build_model(*ckpt, options, dir / "model");
+  }
+  onnx::ModelProto model;
+  std::ifstream in(dir / "model" / "model.onnx", std::ios::binary);
+  EXPECT_TRUE(model.ParseFromIstream(&in));
+  auto summary = ortext::use_deltagen_kernels(model);
+  if (model_out) *model_out = model;
+  return summary;
+}
+
+TEST(GatedDeltaNet, GoldenModelFusesEveryLinearAttentionLayer) {
+  onnx::ModelProto model;
+  const auto summary = rewrite_built_model(BuildOptions{}, &model);
+  EXPECT_EQ(summary.gated_delta_net, 3);  // tiny-a: 3 linear-attention layers
+  EXPECT_EQ(summary.causal_conv, 0);      // their convs are inside the fused nodes
+  int fused = 0;
+  for (const auto& node : model.graph().node()) {
+    EXPECT_NE(node.op_type(), "LinearAttention");
+    EXPECT_NE(node.op_type(), "GatedRMSNorm");
+    EXPECT_NE(node.op_type(), "LpNormalization");
+    if (node.op_type() == "GatedDeltaNet") {
+      ++fused;
+      EXPECT_EQ(node.domain(), "deltagen");
+      EXPECT_EQ(node.name().find("/model/layers."), 0u) << node.name();
+      ASSERT_EQ(node.output_size(), 3);
+      EXPECT_NE(node.output(2).find("recurrent_state"), std::string::npos) << node.output(2);
+    }
+  }
+  EXPECT_EQ(fused, 3);
+}
+
+TEST(GatedDeltaNet, OtherFormsOfTheLayerAreLeftToOrt) {
+  BuildOptions decomposed;
+  decomposed.l2norm = "decomposed";
+  EXPECT_EQ(rewrite_built_model(decomposed).gated_delta_net, 0);
+  EXPECT_EQ(rewrite_built_model(decomposed).causal_conv, 3);
+  BuildOptions plain_norm;
+  plain_norm.gated_rmsnorm = false;
+  EXPECT_EQ(rewrite_built_model(plain_norm).gated_delta_net, 0);
+}
+
+// (Their logits: the RuntimeGolden tests, which run the fused model.)
+TEST(GatedDeltaNet, RuntimeCountsTheFusedNodes) {
+  TempDir dir;
+  {
+    auto ckpt = Checkpoint::open(test::golden_checkpoint());
+    build_model(*ckpt, BuildOptions{}, dir / "model");
+  }
+  auto fast = Model::load(dir / "model");
+  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
+  EXPECT_EQ(fast->fast_kernel_nodes(), 3);
+  EXPECT_EQ(stock->fast_kernel_nodes(), 0);
+}
+
+}  // namespace
+}  // namespace deltagen
