@@ -160,7 +160,10 @@ TEST(GatedDeltaNet, KernelMatchesTheDefinitionAtEveryLevel) {
   // {batch, seq, nk, nv, dk, dv, K}: Qwen3.5's 16/16 heads scaled down, the
   // 4B/9B inverse-GQA shape (more value heads), odd dims, K = 1.
   const GatedDeltaShape shapes[] = {
-      {2, 1, 2, 2, 32, 32, 4}, {2, 7, 2, 4, 16, 16, 4}, {1, 40, 1, 3, 5, 7, 2}, {2, 3, 2, 2, 24, 9, 1}};
+      {2, 1, 2, 2, 32, 32, 4}, {2, 7, 2, 4, 16, 16, 4}, {1, 40, 1, 3, 5, 7, 2}, {2, 3, 2, 2, 24, 9, 1},
+      // decode with K = 4 (the AVX-512 conv) on 24 channels: one vector of 16 and a tail of 8;
+      // and Qwen3.5's head dims (the register-blocked recurrence, dv = 128), 5 heads: runs of 4 and 1.
+      {2, 1, 1, 2, 5, 7, 4}, {1, 2, 5, 5, 128, 128, 4}};
   for (const auto& s : shapes) {
     const Inputs in = random_inputs(s, rng);
     const float scale = float(1.0 / std::sqrt(double(s.dk)));

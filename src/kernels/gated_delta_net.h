@@ -56,8 +56,8 @@ struct GatedDeltaParams {
 void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const GatedDeltaTensors& t,
                      const Parallel& parallel, KernelLevel level = default_level());
 
-// The per-(batch row, value head) part, after the conv and silu(z): exposed for
-// the per-ISA files (gated_delta_net_impl.h) and the dispatcher only.
+// The parts compiled once per instruction set (gated_delta_net_impl.h), for
+// the dispatcher in gated_delta_net.cpp only.
 struct GatedDeltaHeadArgs {
   GatedDeltaShape s;
   float scale = 0, epsilon = 0;
@@ -71,8 +71,15 @@ struct GatedDeltaHeadArgs {
   float* state = nullptr;  // [B, nv, dk, dv], updated in place
   float* out = nullptr;
 };
-void gated_delta_head_portable(const GatedDeltaHeadArgs& args, int64_t row, int64_t head);
-void gated_delta_head_avx2(const GatedDeltaHeadArgs& args, int64_t row, int64_t head);
-void gated_delta_head_avx512(const GatedDeltaHeadArgs& args, int64_t row, int64_t head);
+struct GatedDeltaKernels {
+  // Conv + SiLU of channels [c0, c1) into xc [B, S, C], and their new conv state.
+  void (*conv)(const GatedDeltaShape& s, const GatedDeltaTensors& t, int64_t c0, int64_t c1, float* xc);
+  void (*silu)(float* v, int64_t n);  // in place
+  // The recurrence and GatedRMSNorm of value heads [h0, h1) of one batch row, all tokens.
+  void (*heads)(const GatedDeltaHeadArgs& args, int64_t row, int64_t h0, int64_t h1);
+};
+const GatedDeltaKernels& gated_delta_kernels_portable();
+const GatedDeltaKernels& gated_delta_kernels_avx2();
+const GatedDeltaKernels& gated_delta_kernels_avx512();
 
 }  // namespace deltagen::kernels

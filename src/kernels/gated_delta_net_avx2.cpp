@@ -4,8 +4,9 @@
 
 namespace deltagen::kernels {
 
-void gated_delta_head_avx2(const GatedDeltaHeadArgs& args, int64_t row, int64_t head) {
-  gated_delta_head(args, row, head);
+const GatedDeltaKernels& gated_delta_kernels_avx2() {
+  static const GatedDeltaKernels k{conv_silu_range, silu_loop, heads_with_loops};
+  return k;
 }
 
 }  // namespace deltagen::kernels
