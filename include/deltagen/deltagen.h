@@ -38,7 +38,7 @@ struct EngineOptions {
   // nodes with accuracy_level 4 and its causal conv; false = ONNX Runtime's own kernels.
   bool fast_kernels = true;
   // With fast_kernels: each linear-attention layer's conv ... GatedRMSNorm
-  // chain runs as one fused deltagen kernel.
+  // chain runs as one fused deltagen kernel, each MLP's SwiGLU inside its down_proj.
   bool fused_layers = true;
 };
 

@@ -28,6 +28,11 @@ namespace deltagen::ortext {
 inline constexpr const char* kDeltagenDomain = "deltagen";
 inline constexpr int kDeltagenOpsetVersion = 1;
 
+// deltagen.MatMulNBits attribute set by the load-time rewrite
+// (swiglu_fusion.h): A is the MLP's [gate | up], 2K wide, and the op
+// computes silu(gate) * up before the product.
+inline constexpr const char* kSwigluAttribute = "deltagen_swiglu";
+
 inline constexpr const char* kConfigMaxLevel = "deltagen.matmul.max_level";
 inline constexpr const char* kConfigAmxMinRows = "deltagen.matmul.amx_min_rows";
 inline constexpr const char* kConfigCompactScales = "deltagen.matmul.compact_scales";

@@ -1,6 +1,5 @@
 #include "ortext/gated_delta_fusion.h"
 
-#include <cstring>
 #include <optional>
 #include <set>
 #include <string>
@@ -8,103 +7,12 @@
 #include <vector>
 
 #include "ortext/deltagen_ops.h"
+#include "ortext/graph_index.h"
 
 namespace deltagen::ortext {
 namespace {
 
-constexpr const char* kMs = "com.microsoft";
-
-const onnx::AttributeProto* find_attribute(const onnx::NodeProto& node, const std::string& name) {
-  for (const auto& a : node.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
-
-int64_t int_or(const onnx::NodeProto& node, const std::string& name, int64_t fallback) {
-  const auto* a = find_attribute(node, name);
-  return a ? a->i() : fallback;
-}
-
-std::string input(const onnx::NodeProto& node, int i) { return i < node.input_size() ? node.input(i) : std::string(); }
-std::string output(const onnx::NodeProto& node, int i) {
-  return i < node.output_size() ? node.output(i) : std::string();
-}
-
-std::optional<std::vector<int64_t>> int64_values(const onnx::TensorProto& t) {
-  if (t.data_type() != onnx::TensorProto_DataType_INT64 || t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
-    return std::nullopt;
-  std::vector<int64_t> v(t.int64_data().begin(), t.int64_data().end());
-  if (v.empty() && !t.raw_data().empty()) {
-    v.resize(t.raw_data().size() / sizeof(int64_t));
-    std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(int64_t));
-  }
-  return v;
-}
-
-// Where each value comes from and how often it is read, for one graph.
-class GraphIndex {
- public:
-  explicit GraphIndex(const onnx::GraphProto& graph) : graph_(graph) {
-    for (int n = 0; n < graph.node_size(); ++n) {
-      const auto& node = graph.node(n);
-      for (int o = 0; o < node.output_size(); ++o) producer_[node.output(o)] = {n, o};
-      for (const auto& in : node.input())
-        if (!in.empty()) {
-          ++uses_[in];
-          reader_[in] = n;
-        }
-    }
-    for (const auto& out : graph.output()) ++uses_[out.name()];  // a graph output is never private
-    for (const auto& t : graph.initializer()) initializer_[t.name()] = &t;
-  }
-
-  // The node computing `value` as its output `index`, when it has that op type and domain.
-  const onnx::NodeProto* producer(const std::string& value, const char* op, const char* domain, int index = 0,
-                                  int* node_index = nullptr) const {
-    auto it = producer_.find(value);
-    if (it == producer_.end() || it->second.second != index) return nullptr;
-    const auto& node = graph_.node(it->second.first);
-    if (node.op_type() != op || node.domain() != domain) return nullptr;
-    if (node_index) *node_index = it->second.first;
-    return &node;
-  }
-  // The one node reading a private value (see private_value).
-  const onnx::NodeProto* reader(const std::string& value, const char* op, const char* domain,
-                                int* node_index) const {
-    if (!private_value(value)) return nullptr;
-    const int n = reader_.at(value);
-    const auto& node = graph_.node(n);
-    if (node.op_type() != op || node.domain() != domain) return nullptr;
-    *node_index = n;
-    return &node;
-  }
-
-  // Read by exactly one node and not a graph output: safe to fold away.
-  bool private_value(const std::string& value) const {
-    auto it = uses_.find(value);
-    return it != uses_.end() && it->second == 1;
-  }
-
-  // The int64 values of a Constant node's output or of an initializer.
-  std::optional<std::vector<int64_t>> constant_ints(const std::string& value) const {
-    if (const auto* c = producer(value, "Constant", ""))
-      if (const auto* a = find_attribute(*c, "value")) return int64_values(a->t());
-    auto it = initializer_.find(value);
-    if (it != initializer_.end()) return int64_values(*it->second);
-    return std::nullopt;
-  }
-  const onnx::TensorProto* initializer(const std::string& value) const {
-    auto it = initializer_.find(value);
-    return it == initializer_.end() ? nullptr : it->second;
-  }
-
- private:
-  const onnx::GraphProto& graph_;
-  std::unordered_map<std::string, std::pair<int, int>> producer_;
-  std::unordered_map<std::string, int> uses_;
-  std::unordered_map<std::string, int> reader_;  // the last node reading each value
-  std::unordered_map<std::string, const onnx::TensorProto*> initializer_;
-};
+using namespace fusion;
 
 struct Match {
   std::vector<int> nodes;  // every node of the chain
@@ -246,21 +154,6 @@ std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la,
   return m;
 }
 
-// Constant nodes only the fused chains read (Split sizes, Reshape shapes):
-// ORT would warn about each when it removes them.
-void drop_unused_constants(onnx::GraphProto& graph) {
-  std::set<std::string> used;
-  for (const auto& node : graph.node())
-    for (const auto& in : node.input()) used.insert(in);
-  for (const auto& out : graph.output()) used.insert(out.name());
-  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
-  for (auto& node : *graph.mutable_node())
-    if (!(node.op_type() == "Constant" && node.domain().empty() && node.output_size() == 1 &&
-          !used.count(node.output(0))))
-      *kept.Add() = std::move(node);
-  graph.mutable_node()->Swap(&kept);
-}
-
 }  // namespace
 
 int64_t fuse_gated_delta_net(onnx::GraphProto& graph) {
@@ -277,20 +170,12 @@ int64_t fuse_gated_delta_net(onnx::GraphProto& graph) {
   // Each fused node takes the place of its chain's last node (the
   // GatedRMSNorm): every input of the chain is computed before that point.
   std::unordered_map<int, const onnx::NodeProto*> replace;
-  std::set<int> drop;
+  std::vector<int> drop;
   for (const auto& m : matches) {
-    drop.insert(m.nodes.begin(), m.nodes.end());
+    drop.insert(drop.end(), m.nodes.begin(), m.nodes.end());
     replace[m.last] = &m.fused;
   }
-  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-  for (int n = 0; n < graph.node_size(); ++n) {
-    if (auto it = replace.find(n); it != replace.end())
-      *nodes.Add() = *it->second;
-    else if (!drop.count(n))
-      *nodes.Add() = std::move(*graph.mutable_node(n));
-  }
-  graph.mutable_node()->Swap(&nodes);
-  drop_unused_constants(graph);
+  edit_nodes(graph, drop, replace);
   return int64_t(matches.size());
 }
 

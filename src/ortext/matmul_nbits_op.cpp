@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/swiglu.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/ort_parallel.h"
 #include "util/error.h"
@@ -36,6 +37,10 @@ MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
   shape_.block_size = int(info.GetAttribute<int64_t>("block_size"));
   kernels::check_supported(shape_);
   if (input_present(info, kGIdx)) fail("deltagen.MatMulNBits", "g_idx is not supported");
+  try {
+    swiglu_ = info.GetAttribute<int64_t>(kSwigluAttribute) != 0;
+  } catch (const Ort::Exception&) {
+  }
 
   const Ort::KeyValuePairs config = info.GetConfigEntries();
   if (const char* v = config.GetValue(kConfigMaxLevel)) {
@@ -91,8 +96,9 @@ OrtStatusPtr MatMulNBitsKernel::ComputeV2(OrtKernelContext* context) noexcept {
     Ort::KernelContext ctx(context);
     Ort::ConstValue a = ctx.GetInput(kA);
     std::vector<int64_t> dims = a.GetTensorTypeAndShapeInfo().GetShape();
-    if (dims.empty() || dims.back() != shape_.k)
-      fail("deltagen.MatMulNBits", "A's last dimension must be K=" + std::to_string(shape_.k));
+    const int64_t a_width = swiglu_ ? 2 * shape_.k : shape_.k;
+    if (dims.empty() || dims.back() != a_width)
+      fail("deltagen.MatMulNBits", "A's last dimension must be " + std::to_string(a_width));
     int64_t m = 1;
     for (size_t i = 0; i + 1 < dims.size(); ++i) m *= dims[i];
     dims.back() = shape_.n;
@@ -110,8 +116,14 @@ OrtStatusPtr MatMulNBitsKernel::ComputeV2(OrtKernelContext* context) noexcept {
     std::optional<kernels::PackedWeights> per_call;
     if (!packed_) per_call.emplace(kernels::pack_weights(weights_from_inputs(ctx), pack_options_));
     const kernels::PackedWeights& packed = packed_ ? *packed_ : *per_call;
-    kernels::matmul_nbits(packed, a.GetTensorData<float>(), m, bias, y.GetTensorMutableData<float>(),
-                          OrtParallel(ctx), config_);
+    const float* a_data = a.GetTensorData<float>();
+    thread_local std::vector<float> activated;  // decode: one row of K, call after call
+    if (swiglu_) {
+      activated.resize(size_t(m * shape_.k));
+      kernels::swiglu(a_data, m, shape_.k, activated.data(), config_.level);
+      a_data = activated.data();
+    }
+    kernels::matmul_nbits(packed, a_data, m, bias, y.GetTensorMutableData<float>(), OrtParallel(ctx), config_);
     return nullptr;
   } catch (const std::exception& e) {
     return Ort::Status(e.what(), ORT_RUNTIME_EXCEPTION).release();

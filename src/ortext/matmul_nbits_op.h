@@ -20,6 +20,7 @@ class MatMulNBitsKernel {
   kernels::NBitsWeightsView weights_from_inputs(const Ort::KernelContext& ctx) const;
 
   kernels::NBitsShape shape_;
+  bool swiglu_ = false;  // A is [gate | up] (2K wide); the kernel multiplies silu(gate) * up
   kernels::MatMulConfig config_;
   kernels::PackOptions pack_options_;
   // Packed once here when B, scales and zero points are constant initializers

@@ -6,6 +6,7 @@
 
 #include "ortext/deltagen_ops.h"
 #include "ortext/gated_delta_fusion.h"
+#include "ortext/swiglu_fusion.h"
 
 namespace deltagen::ortext {
 namespace {
@@ -87,7 +88,7 @@ bool causal_conv_supported(const onnx::NodeProto& node, const Initializers& cons
 RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOptions& options) {
   RewriteSummary summary;
   onnx::GraphProto& graph = *model.mutable_graph();
-  if (options.gated_delta_net) summary.gated_delta_net = fuse_gated_delta_net(graph);
+  if (options.fusions) summary.gated_delta_net = fuse_gated_delta_net(graph);
   // An initializer that is also a graph input can be overridden at run time:
   // not a constant, so its weights could not be packed once.
   std::set<std::string> graph_inputs;
@@ -112,6 +113,7 @@ RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOption
     node.set_domain(kDeltagenDomain);
     ++summary.rewritten;
   }
+  if (options.fusions && summary.rewritten > 0) summary.swiglu = fuse_swiglu_into_matmul(graph);
   if (summary.deltagen_nodes() > 0) {
     bool imported = false;
     for (const auto& op : model.opset_import()) imported |= op.domain() == kDeltagenDomain;

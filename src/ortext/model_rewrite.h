@@ -2,8 +2,9 @@
 // linear-attention layer's chain from the conv to GatedRMSNorm becomes one
 // deltagen.GatedDeltaNet node, and the com.microsoft.MatMulNBits and
 // CausalConvWithState nodes that deltagen's kernels support move to the
-// "deltagen" domain (same inputs, outputs and attributes). The file on disk is never
-// changed, so stock ONNX Runtime keeps running it.
+// "deltagen" domain (same inputs, outputs and attributes); then each MLP's
+// SwiGLU is folded into its down_proj. The file on disk is never changed, so
+// stock ONNX Runtime keeps running it.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -22,9 +23,11 @@ struct RewriteOptions {
   // com.microsoft.CausalConvWithState (float, ndim 1, channels first,
   // dilation 1) -> deltagen.CausalConvWithState.
   bool causal_conv = true;
-  // Each linear-attention layer's conv ... GatedRMSNorm chain -> one
-  // deltagen.GatedDeltaNet node (gated_delta_fusion.h).
-  bool gated_delta_net = true;
+  // Fusions (need the kernels above): each linear-attention layer's conv ...
+  // GatedRMSNorm chain -> one deltagen.GatedDeltaNet node
+  // (gated_delta_fusion.h); each MLP's SwiGLU into its down_proj
+  // (swiglu_fusion.h).
+  bool fusions = true;
 };
 
 struct RewriteSummary {
@@ -32,6 +35,7 @@ struct RewriteSummary {
   int64_t rewritten = 0;     // MatMulNBits nodes moved to deltagen
   int64_t causal_conv = 0;   // CausalConvWithState nodes moved to deltagen
   int64_t gated_delta_net = 0;  // linear-attention layers fused into one deltagen.GatedDeltaNet
+  int64_t swiglu = 0;           // down_proj MatMulNBits nodes that took the MLP activation
   std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
 
   int64_t deltagen_nodes() const { return rewritten + causal_conv + gated_delta_net; }

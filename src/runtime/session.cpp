@@ -218,7 +218,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     ortext::RewriteSummary rewritten;
     Ort::Session session =
         ortext::create_session_with_fast_kernels(ort_env(), model_path, session_options, &rewritten,
-                                                 {.gated_delta_net = options.kernels == KernelSet::Deltagen});
+                                                 {.fusions = options.kernels == KernelSet::Deltagen});
     std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
     model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
     return model;
