@@ -2,7 +2,8 @@
 # bench/perf.sh: stock ONNX Runtime MatMulNBits kernels against deltagen's, on
 # the same int4 model file, paired in one process (`deltagen bench --vs` with
 # `--kernels ort` for A), for the 0.8B-, 2B- and 4B-shaped checkpoints; plus
-# the builder's time and peak memory for each build. Writes
+# the builder's time and peak memory for each build; for the first preset also
+# deltagen's kernels with and without the load-time fusions. Writes
 # docs/performance-results.md (docs/performance.md explains it).
 #
 #   bench/perf.sh                    # 0.8b 2b 4b, pp1000 + tg100, 1 warm-up + 3 runs
@@ -60,13 +61,14 @@ build_model() {
   echo "$dir"
 }
 
-bench_pair() {  # TITLE MODEL_DIR
-  local title=$1 dir=$2 md=$WORK/bench-$RANDOM.md
+bench_pair() {  # TITLE MODEL_DIR [A_KERNELS [A_NAME]]
+  local title=$1 dir=$2 a_kernels=${3:-ort} a_name=${4:-ONNX Runtime\'s own kernels} md=$WORK/bench-$RANDOM.md
   say "bench: $title"
-  flock "$LOCK" "$DG" bench --model "$dir" --vs "$dir" --kernels ort --vs-kernels deltagen \
+  flock "$LOCK" "$DG" bench --model "$dir" --vs "$dir" --kernels "$a_kernels" --vs-kernels deltagen \
     --prompt "$PROMPT" --gen "$GEN" --warmup "$WARMUP" --runs "$RUNS" --threads "$THREADS" \
     --mem-bandwidth "$bw" --markdown >"$md"
-  printf '### %s\n\nA = ONNX Runtime'"'"'s MatMulNBits, B = deltagen'"'"'s kernels, same file.\n\n' "$title" >>"$SPEED_MD"
+  printf '### %s\n\nA = %s, B = deltagen (kernels and fusions, the default), same file.\n\n' "$title" "$a_name" \
+    >>"$SPEED_MD"
   cat "$md" >>"$SPEED_MD"; echo >>"$SPEED_MD"
 }
 
@@ -97,7 +99,10 @@ first=1
 for preset in $PRESETS; do
   dir=$(build_model "$preset" int4 --precision int4)
   bench_pair "$preset, int4 (block 32, accuracy level 4)" "$dir"
-  [[ $first == 1 ]] && fidelity "$preset"
+  if [[ $first == 1 ]]; then
+    fidelity "$preset"
+    bench_pair "$preset, int4: what the fusions add" "$dir" deltagen-ops "deltagen's kernels without the fusions"
+  fi
   if [[ $first == 1 && $PRUNED == 1 ]]; then
     dir=$(build_model "$preset" int4-pruned --precision int4 --prune-lm-head)
     bench_pair "$preset, int4 with --prune-lm-head (last-token logits in prefill)" "$dir"

@@ -49,7 +49,9 @@ class Bench {
     const int64_t rss_before = current_rss_bytes();
     const double t0 = now_seconds();
     model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels});
-    info_.kernels = model_->fast_kernel_nodes() > 0 ? "deltagen" : "ort";
+    info_.kernels = model_->fast_kernel_nodes() == 0       ? "ort"
+                    : kernels == KernelSet::DeltagenOps ? "deltagen-ops"
+                                                        : "deltagen";
     const int64_t vocab = model_->vocab_size();
     const int64_t context = model_->config().context_length;
     // The last generated token is never run: N + M - 1 tokens per row.

@@ -117,8 +117,12 @@ OrtStatusPtr MatMulNBitsKernel::ComputeV2(OrtKernelContext* context) noexcept {
     if (!packed_) per_call.emplace(kernels::pack_weights(weights_from_inputs(ctx), pack_options_));
     const kernels::PackedWeights& packed = packed_ ? *packed_ : *per_call;
     const float* a_data = a.GetTensorData<float>();
-    thread_local std::vector<float> activated;  // decode: one row of K, call after call
+    // Decode reuses one small buffer per thread; a prompt's rows (up to
+    // MBs) are freed again after the call.
+    thread_local std::vector<float> decode_rows;
+    std::vector<float> prompt_rows;
     if (swiglu_) {
+      std::vector<float>& activated = m <= 4 ? decode_rows : prompt_rows;
       activated.resize(size_t(m * shape_.k));
       kernels::swiglu(a_data, m, shape_.k, activated.data(), config_.level);
       a_data = activated.data();
