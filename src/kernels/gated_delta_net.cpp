@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
+#include <memory>
 
 #include "kernels/cpu_features.h"
 #include "kernels/gated_delta_net_impl.h"
@@ -29,22 +29,26 @@ const GatedDeltaKernels& kernels_for(KernelLevel wanted) {
 void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const GatedDeltaTensors& t,
                      const Parallel& parallel, KernelLevel level) {
   const int64_t c = s.conv_dim(), tokens = s.batch * s.seq, zdim = s.nv * s.dv;
-  std::vector<float> xc(size_t(tokens * c)), silu_z(t.z, t.z + tokens * zdim);
+  // Scratch, written before it is read (no zero-fill: a prompt's is tens of MB).
+  const auto xc = std::make_unique_for_overwrite<float[]>(size_t(tokens * c));
+  const auto silu_z = std::make_unique_for_overwrite<float[]>(size_t(tokens * zdim));
+  std::memcpy(silu_z.get(), t.z, size_t(tokens * zdim) * sizeof(float));
 
   const GatedDeltaKernels& k = kernels_for(level);
   // 1. Conv + SiLU and silu(z), in slices of ~8K multiply-adds (a decode step
   // of Qwen3.5's 6144 channels in three, plus one for z's 2048 SiLUs).
-  const int64_t per_task = std::max<int64_t>(256, ((int64_t(1) << 13) / std::max<int64_t>(1, tokens * s.conv_kernel) + 15) / 16 * 16);
+  const int64_t per_channel = std::max<int64_t>(1, tokens * s.conv_kernel);
+  const int64_t per_task = std::max<int64_t>(256, ((int64_t(1) << 13) / per_channel + 15) / 16 * 16);
   const int64_t conv_tasks = (c + per_task - 1) / per_task;
   const int64_t z_per_task = std::max<int64_t>(4096, per_task * s.conv_kernel);
   const int64_t z_tasks = (tokens * zdim + z_per_task - 1) / z_per_task;
   parallel.run(size_t(conv_tasks + z_tasks), [&](size_t task) {
     const int64_t i = int64_t(task);
     if (i < conv_tasks) {
-      k.conv(s, t, i * per_task, std::min(c, (i + 1) * per_task), xc.data());
+      k.conv(s, t, i * per_task, std::min(c, (i + 1) * per_task), xc.get());
     } else {
       const int64_t z0 = (i - conv_tasks) * z_per_task;
-      k.silu(silu_z.data() + z0, std::min(z_per_task, tokens * zdim - z0));
+      k.silu(silu_z.get() + z0, std::min(z_per_task, tokens * zdim - z0));
     }
   });
 
@@ -56,8 +60,8 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
   args.s = s;
   args.scale = p.scale != 0 ? p.scale : float(1.0 / std::sqrt(double(s.dk)));
   args.epsilon = p.epsilon;
-  args.xc = xc.data();
-  args.silu_z = silu_z.data();
+  args.xc = xc.get();
+  args.silu_z = silu_z.get();
   args.a = t.a;
   args.b = t.b;
   args.dt_bias = t.dt_bias;

@@ -1,9 +1,10 @@
-// The per-(batch row, value head) recurrence of gated_delta_net.h, written
-// once in plain loops over the value dim (contiguous, so the compiler
-// vectorizes them) and compiled three times: baseline x86-64
-// (gated_delta_net.cpp), AVX2 and AVX-512 (gated_delta_net_avx2.cpp,
-// gated_delta_net_avx512.cpp, built with those flags). Internal linkage, so the
-// three copies never meet at link time.
+// The parts of gated_delta_net.h that depend on the instruction set (conv +
+// SiLU, the per-head recurrence and gated norm), written once in plain loops
+// over contiguous channels or value dims, so the compiler vectorizes them, and
+// compiled three times: baseline x86-64 (gated_delta_net.cpp), AVX2 and
+// AVX-512 (gated_delta_net_avx2.cpp, gated_delta_net_avx512.cpp, built with
+// those flags; the AVX-512 file adds hand-written decode paths). Internal
+// linkage, so the three copies never meet at link time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -89,9 +90,10 @@ inline float inverse_l2(const float* x, int64_t n) {
   return sum > 0 ? 1.0f / std::sqrt(sum) : 0.0f;
 }
 
-// How far ahead of the first pass over a head's state to prefetch: one pass
-// reads 64 KiB per head from DRAM in Qwen3.5 (128 x 128 fp32), and the
-// hardware prefetcher alone left the kernel at about half the bandwidth.
+// How far ahead of the first pass over a head's state to prefetch (a pass
+// reads 64 KiB per head from DRAM in Qwen3.5: 128 x 128 fp32). Same distance
+// as the decode GEMV's (matmul_avx512.cpp); its effect was not measured apart
+// from the rest of the 208 -> 107 µs change (docs/performance.md, 1.8).
 constexpr int64_t kPrefetchFloats = 1024;
 
 // One token of the gated delta rule on one head's state S [dk, dv]:

@@ -83,6 +83,24 @@ bool causal_conv_supported(const onnx::NodeProto& node, const Initializers& cons
   return t.data_type() == onnx::TensorProto_DataType_FLOAT && t.dims_size() == 3 && t.dims(1) == 1;
 }
 
+// deltagen's attention takes the builder's form: float cache shared between
+// past and present, no sliding window, softcap, sink, bias or position ids.
+bool attention_supported(const onnx::NodeProto& node, const std::map<std::string, int32_t>& input_types) {
+  if (node.input_size() > 9 || node.output_size() != 3 || node.input_size() < 7) return false;
+  for (const auto& a : node.attribute()) {
+    const std::string& n = a.name();
+    if (n == "num_heads" || n == "kv_num_heads" || n == "scale" || n == "do_rotary") continue;
+    if ((n == "local_window_size" && a.i() == -1) || (n == "rotary_interleaved" && a.i() == 0) ||
+        (n == "softcap" && a.f() == 0.0f) || (n == "smooth_softmax" && a.i() == 0))
+      continue;
+    return false;
+  }
+  if (int_attribute(node, "do_rotary").value_or(0) != 0 && (input(node, 7).empty() || input(node, 8).empty()))
+    return false;
+  auto it = input_types.find(input(node, 3));  // past_key: a float graph input
+  return it != input_types.end() && it->second == onnx::TensorProto_DataType_FLOAT;
+}
+
 }  // namespace
 
 RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOptions& options) {
@@ -97,7 +115,17 @@ RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOption
   for (const auto& t : graph.initializer())
     if (!graph_inputs.count(t.name())) constants[t.name()] = &t;
 
+  std::map<std::string, int32_t> input_types;
+  for (const auto& in : graph.input())
+    if (in.type().has_tensor_type()) input_types[in.name()] = in.type().tensor_type().elem_type();
+
   for (auto& node : *graph.mutable_node()) {
+    if (options.attention && node.op_type() == "GroupQueryAttention" && node.domain() == "com.microsoft" &&
+        attention_supported(node, input_types)) {
+      node.set_domain(kDeltagenDomain);
+      ++summary.attention;
+      continue;
+    }
     if (options.causal_conv && node.op_type() == "CausalConvWithState" && node.domain() == "com.microsoft" &&
         causal_conv_supported(node, constants)) {
       node.set_domain(kDeltagenDomain);

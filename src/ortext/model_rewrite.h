@@ -1,7 +1,7 @@
 // The load-time rewrite, in an in-memory copy of the model: each
 // linear-attention layer's chain from the conv to GatedRMSNorm becomes one
-// deltagen.GatedDeltaNet node, and the com.microsoft.MatMulNBits and
-// CausalConvWithState nodes that deltagen's kernels support move to the
+// deltagen.GatedDeltaNet node, and the com.microsoft.MatMulNBits,
+// CausalConvWithState and GroupQueryAttention nodes that deltagen's kernels support move to the
 // "deltagen" domain (same inputs, outputs and attributes); then each MLP's
 // SwiGLU is folded into its down_proj. The file on disk is never changed, so
 // stock ONNX Runtime keeps running it.
@@ -23,6 +23,9 @@ struct RewriteOptions {
   // com.microsoft.CausalConvWithState (float, ndim 1, channels first,
   // dilation 1) -> deltagen.CausalConvWithState.
   bool causal_conv = true;
+  // com.microsoft.GroupQueryAttention (float KV cache, no window or softcap,
+  // rotary not interleaved) -> deltagen.GroupQueryAttention.
+  bool attention = true;
   // Fusions (need the kernels above): each linear-attention layer's conv ...
   // GatedRMSNorm chain -> one deltagen.GatedDeltaNet node
   // (gated_delta_fusion.h); each MLP's SwiGLU into its down_proj
@@ -34,11 +37,12 @@ struct RewriteSummary {
   int64_t matmul_nbits = 0;  // com.microsoft.MatMulNBits nodes seen (top-level graph)
   int64_t rewritten = 0;     // MatMulNBits nodes moved to deltagen
   int64_t causal_conv = 0;   // CausalConvWithState nodes moved to deltagen
+  int64_t attention = 0;     // GroupQueryAttention nodes moved to deltagen
   int64_t gated_delta_net = 0;  // linear-attention layers fused into one deltagen.GatedDeltaNet
   int64_t swiglu = 0;           // down_proj MatMulNBits nodes that took the MLP activation
   std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
 
-  int64_t deltagen_nodes() const { return rewritten + causal_conv + gated_delta_net; }
+  int64_t deltagen_nodes() const { return rewritten + causal_conv + attention + gated_delta_net; }
 };
 
 // Rewrites `model` in place (the fusion, then MatMulNBits and

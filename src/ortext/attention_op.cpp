@@ -1,0 +1,125 @@
+#include "ortext/attention_op.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "ortext/ort_parallel.h"
+#include "util/error.h"
+
+namespace deltagen::ortext {
+namespace {
+
+enum Input : size_t { kQuery = 0, kKey, kValue, kPastKey, kPastValue, kSeqlens, kTotal, kCos, kSin };
+constexpr const char* kOp = "deltagen.GroupQueryAttention";
+
+std::vector<int64_t> shape_of(const Ort::ConstValue& v) { return v.GetTensorTypeAndShapeInfo().GetShape(); }
+
+}  // namespace
+
+AttentionKernel::AttentionKernel(const OrtKernelInfo* raw_info) {
+  Ort::ConstKernelInfo info(raw_info);
+  heads_ = info.GetAttribute<int64_t>("num_heads");
+  kv_heads_ = info.GetAttribute<int64_t>("kv_num_heads");
+  try {
+    scale_ = info.GetAttribute<float>("scale");
+  } catch (const Ort::Exception&) {
+  }
+  try {
+    rotary_ = info.GetAttribute<int64_t>("do_rotary") != 0;
+  } catch (const Ort::Exception&) {
+  }
+  if (heads_ < 1 || kv_heads_ < 1 || heads_ % kv_heads_ != 0)
+    fail(kOp, "num_heads must be a positive multiple of kv_num_heads");
+}
+
+OrtStatusPtr AttentionKernel::ComputeV2(OrtKernelContext* context) noexcept {
+  try {
+    Ort::KernelContext ctx(context);
+    Ort::ConstValue q = ctx.GetInput(kQuery), k = ctx.GetInput(kKey), v = ctx.GetInput(kValue);
+    Ort::ConstValue past_k = ctx.GetInput(kPastKey), past_v = ctx.GetInput(kPastValue);
+    const std::vector<int64_t> qd = shape_of(q), pd = shape_of(past_k);
+    if (qd.size() != 3 || pd.size() != 4 || pd[1] != kv_heads_) fail(kOp, "unexpected query or past_key rank");
+    kernels::AttentionShape s;
+    s.batch = qd[0];
+    s.seq = qd[1];
+    s.heads = heads_;
+    s.kv_heads = kv_heads_;
+    s.head_dim = pd[3];
+    Ort::ConstValue total = ctx.GetInput(kTotal);
+    if (total.GetTensorTypeAndShapeInfo().GetElementCount() != 1) fail(kOp, "total_sequence_length must be a scalar");
+    // As ORT: present holds max(total, past) positions, so a buffer shared
+    // with past keeps its capacity, and a growing cache grows to the total.
+    s.capacity = std::max<int64_t>(pd[2], total.GetTensorData<int32_t>()[0]);
+    if (qd[2] != heads_ * s.head_dim || shape_of(k) != std::vector<int64_t>{s.batch, s.seq, kv_heads_ * s.head_dim} ||
+        shape_of(v) != shape_of(k) || shape_of(past_v) != pd || pd[0] != s.batch)
+      fail(kOp, "query, key, value and past shapes do not agree");
+    Ort::ConstValue seqlens = ctx.GetInput(kSeqlens);
+    if (int64_t(seqlens.GetTensorTypeAndShapeInfo().GetElementCount()) != s.batch)
+      fail(kOp, "seqlens_k must have one value per row");
+
+    kernels::AttentionTensors t;
+    if (rotary_) {
+      Ort::ConstValue cos = ctx.GetInput(kCos), sin = ctx.GetInput(kSin);
+      if (!cos || !sin) fail(kOp, "do_rotary needs cos_cache and sin_cache");
+      const std::vector<int64_t> cd = shape_of(cos);
+      if (cd.size() != 2 || shape_of(sin) != cd || 2 * cd[1] > s.head_dim) fail(kOp, "bad cos/sin cache shape");
+      s.rotary_dim = 2 * cd[1];
+      s.rotary_positions = cd[0];
+      t.cos = cos.GetTensorData<float>();
+      t.sin = sin.GetTensorData<float>();
+    }
+    t.q = q.GetTensorData<float>();
+    t.k = k.GetTensorData<float>();
+    t.v = v.GetTensorData<float>();
+    t.seqlens_k = seqlens.GetTensorData<int32_t>();
+    t.out = ctx.GetOutput(0, qd).GetTensorMutableData<float>();
+    const std::vector<int64_t> present_dims = {pd[0], pd[1], s.capacity, pd[3]};
+    t.k_cache = ctx.GetOutput(1, present_dims).GetTensorMutableData<float>();
+    t.v_cache = ctx.GetOutput(2, present_dims).GetTensorMutableData<float>();
+    // Not the same buffer: the past positions move into present first.
+    auto copy_past = [&](const float* past, float* present) {
+      if (past == present) return;
+      const size_t rows = size_t(pd[2] * pd[3]) * sizeof(float);
+      for (int64_t bg = 0; bg < pd[0] * pd[1]; ++bg)
+        std::memcpy(present + bg * s.capacity * pd[3], past + bg * pd[2] * pd[3], rows);
+    };
+    copy_past(past_k.GetTensorData<float>(), t.k_cache);
+    copy_past(past_v.GetTensorData<float>(), t.v_cache);
+    const float scale = scale_ != 0 ? scale_ : float(1.0 / std::sqrt(double(s.head_dim)));
+    kernels::attention(s, scale, t, OrtParallel(ctx));
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_RUNTIME_EXCEPTION).release();
+  }
+}
+
+OrtStatusPtr AttentionOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const noexcept {
+  try {
+    *kernel = new AttentionKernel(info);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
+  }
+}
+
+// Written against the C API, like MatMulNBits' (see matmul_nbits_op.cpp).
+OrtStatusPtr AttentionOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
+  const OrtApi& api = Ort::GetApi();
+  try {
+    const std::pair<size_t, size_t> pass[] = {{kQuery, 0}, {kPastKey, 1}, {kPastValue, 2}};
+    for (auto [in, out] : pass) {
+      OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
+      Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, in, &info));
+      if (info) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, out, info));
+    }
+    return nullptr;
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
+  }
+}
+
+}  // namespace deltagen::ortext

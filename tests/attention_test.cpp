@@ -1,0 +1,150 @@
+// deltagen.GroupQueryAttention: the kernel against the definition in double
+// (every level this CPU has; decode and prompts continuing a cache, batch rows
+// at different lengths, rotary inside or not), and a model whose attention
+// takes its rotary inside (head_dim 64) run on deltagen's kernels against
+// ORT's own. (The golden runtime tests cover the rotary-outside form.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "kernels/attention.h"
+#include "models/build.h"
+#include "runtime/generator.h"
+#include "runtime/session.h"
+#include "synth/synth.h"
+#include "test_util.h"
+
+namespace deltagen {
+namespace {
+
+using kernels::AttentionShape;
+using test::TempDir;
+
+std::vector<float> random_values(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Case {
+  AttentionShape s;
+  std::vector<int32_t> seqlens;
+};
+
+void rope_ref(std::vector<double>& x, const std::vector<float>& cos, const std::vector<float>& sin, int64_t pos,
+              int64_t rot) {
+  const int64_t half = rot / 2;
+  for (int64_t d = 0; d < half; ++d) {
+    const double a = x[size_t(d)], b = x[size_t(d + half)], c = cos[size_t(pos * half + d)], s = sin[size_t(pos * half + d)];
+    x[size_t(d)] = a * c - b * s;
+    x[size_t(d + half)] = b * c + a * s;
+  }
+}
+
+TEST(Attention, KernelMatchesTheDefinitionAtEveryLevel) {
+  std::mt19937 rng(31);
+  // {batch, seq, heads, kv_heads, head_dim, capacity, rotary_dim, rotary_positions}
+  const Case cases[] = {{{2, 1, 8, 2, 32, 40, 16, 64}, {9, 30}},      // decode, rows at different lengths
+                        {{1, 7, 4, 2, 16, 20, 0, 0}, {11}},           // a prompt chunk after 5 cached tokens
+                        {{2, 40, 6, 3, 24, 48, 8, 48}, {39, 44}},     // prompts in two blocks of tokens
+                        {{1, 1, 4, 4, 256, 8, 64, 8}, {7}}};          // Qwen3.5's head_dim, plain multi-head
+  for (const Case& c : cases) {
+    const AttentionShape& s = c.s;
+    const int64_t hd = s.head_dim, half = s.rotary_dim / 2;
+    auto q = random_values(size_t(s.batch * s.seq * s.heads * hd), rng);
+    auto k = random_values(size_t(s.batch * s.seq * s.kv_heads * hd), rng);
+    auto v = random_values(k.size(), rng);
+    auto cache_k = random_values(size_t(s.batch * s.kv_heads * s.capacity * hd), rng);
+    auto cache_v = random_values(cache_k.size(), rng);
+    auto cos = random_values(size_t(std::max<int64_t>(1, s.rotary_positions * half)), rng);
+    auto sin = random_values(cos.size(), rng);
+
+    // The definition: new keys/values into copies of the caches, then attention.
+    std::vector<double> want(q.size());
+    std::vector<float> want_k = cache_k, want_v = cache_v;
+    for (int64_t b = 0; b < s.batch; ++b) {
+      const int64_t first = c.seqlens[size_t(b)] + 1 - s.seq;
+      for (int64_t i = 0; i < s.seq; ++i)
+        for (int64_t g = 0; g < s.kv_heads; ++g) {
+          const size_t src = size_t(((b * s.seq + i) * s.kv_heads + g) * hd);
+          std::vector<double> key(k.begin() + long(src), k.begin() + long(src + size_t(hd)));
+          if (half) rope_ref(key, cos, sin, first + i, s.rotary_dim);
+          const size_t dst = size_t(((b * s.kv_heads + g) * s.capacity + first + i) * hd);
+          for (int64_t d = 0; d < hd; ++d) want_k[dst + size_t(d)] = float(key[size_t(d)]), want_v[dst + size_t(d)] = v[src + size_t(d)];
+        }
+      for (int64_t i = 0; i < s.seq; ++i)
+        for (int64_t h = 0; h < s.heads; ++h) {
+          const int64_t g = h / (s.heads / s.kv_heads), pos = first + i;
+          const size_t qi = size_t(((b * s.seq + i) * s.heads + h) * hd);
+          std::vector<double> qv(q.begin() + long(qi), q.begin() + long(qi + size_t(hd)));
+          if (half) rope_ref(qv, cos, sin, pos, s.rotary_dim);
+          std::vector<double> score(size_t(pos + 1));
+          double top = -1e300, sum = 0;
+          for (int64_t j = 0; j <= pos; ++j) {
+            const size_t kj = size_t(((b * s.kv_heads + g) * s.capacity + j) * hd);
+            double dot = 0;
+            for (int64_t d = 0; d < hd; ++d) dot += qv[size_t(d)] * want_k[kj + size_t(d)];
+            score[size_t(j)] = dot / std::sqrt(double(hd));
+            top = std::max(top, score[size_t(j)]);
+          }
+          for (auto& x : score) sum += (x = std::exp(x - top));
+          for (int64_t j = 0; j <= pos; ++j)
+            for (int64_t d = 0; d < hd; ++d)
+              want[qi + size_t(d)] += score[size_t(j)] / sum * want_v[size_t(((b * s.kv_heads + g) * s.capacity + j) * hd + d)];
+        }
+    }
+
+    for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx512}) {
+      if (level > kernels::supported_level()) continue;
+      std::vector<float> out(q.size()), got_k = cache_k, got_v = cache_v;
+      kernels::AttentionTensors t{q.data(), k.data(), v.data(), got_k.data(), got_v.data(), c.seqlens.data(),
+                                  half ? cos.data() : nullptr, half ? sin.data() : nullptr, out.data()};
+      kernels::attention(s, float(1.0 / std::sqrt(double(hd))), t, kernels::SerialParallel(), level);
+      for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 2e-5) << kernels::level_name(level) << " " << i;
+      for (size_t i = 0; i < got_k.size(); ++i) ASSERT_NEAR(got_k[i], want_k[i], 1e-6) << i;
+      EXPECT_EQ(got_v, want_v);
+    }
+  }
+}
+
+TEST(Attention, PositionsBeyondTheCacheAreAnError) {
+  const AttentionShape s{1, 1, 2, 1, 16, 4, 0, 0};
+  std::vector<float> q(32), k(16), v(16), ck(64), cv(64), out(32);
+  const std::vector<int32_t> seqlens = {4};  // position 4 in a cache of 4
+  kernels::AttentionTensors t{q.data(), k.data(), v.data(), ck.data(), cv.data(), seqlens.data(), nullptr, nullptr,
+                              out.data()};
+  EXPECT_THROW(kernels::attention(s, 0.25f, t, kernels::SerialParallel()), Error);
+}
+
+TEST(Attention, RotaryInsideModelMatchesOrtsKernels) {
+  TempDir dir;
+  ModelConfig cfg = synth_preset("tiny");
+  cfg.head_dim = 64;  // rotary dim 16: the builder puts the rotary inside GroupQueryAttention
+  write_synthetic_checkpoint(cfg, SynthOptions{.seed = 3}, dir / "ckpt");
+  {
+    auto ckpt = Checkpoint::open(dir / "ckpt");
+    build_model(*ckpt, BuildOptions{}, dir / "model");
+  }
+  auto fast = Model::load(dir / "model");
+  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
+  EXPECT_EQ(fast->fast_kernel_nodes(), 4);  // 3 fused linear-attention layers + the attention
+  Generator a(*fast, 1, 64), b(*stock, 1, 64);
+  auto check = [](const Logits& x, const Logits& y, const char* what) {
+    ASSERT_EQ(x.data.size(), y.data.size());
+    for (size_t i = 0; i < x.data.size(); ++i) ASSERT_NEAR(x.data[i], y.data[i], 1e-4) << what << " " << i;
+  };
+  const std::vector<int64_t> prompt = {5, 99, 3, 250, 17, 42, 8, 300, 11};
+  check(a.forward(std::span(prompt).first(6), true), b.forward(std::span(prompt).first(6), true), "prompt");
+  check(a.forward(std::span(prompt).subspan(6), true), b.forward(std::span(prompt).subspan(6), true), "chunk");
+  for (int64_t token : {7, 400, 2}) {
+    const std::vector<int64_t> one = {token};
+    check(a.forward(one, false), b.forward(one, false), "decode");
+  }
+}
+
+}  // namespace
+}  // namespace deltagen
