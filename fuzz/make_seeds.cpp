@@ -89,6 +89,17 @@ void model_seeds() {
   bo.context_length = 64;
   build_model(*checkpoint, bo, model);
   write("onnx_summary", "tiny_external.onnx", read(model / "model.onnx"));
+  write("model_rewrite", "tiny_fp32.onnx", read(model / "model.onnx"));
+  {  // int4: MatMulNBits nodes, so the SwiGLU fold has something to fold into
+    BuildOptions q4 = bo;
+    q4.precision = "int4";
+    q4.block_size = 16;
+    const fs::path model4 = out_root / "tmp-model-int4";
+    fs::remove_all(model4);
+    build_model(*checkpoint, q4, model4);
+    write("model_rewrite", "tiny_int4.onnx", read(model4 / "model.onnx"));
+    fs::remove_all(model4);
+  }
   write("genai_config", "tiny.json", read(model / "genai_config.json"));
   write("genai_config", "minimal.json", R"({"model": {"decoder": {"filename": "model.onnx"}, "eos_token_id": [1, 2]}})");
   write("config", "tiny_checkpoint.json", read(ckpt / "config.json"));

@@ -42,7 +42,7 @@ dict_of() {
     safetensors_fuzz | config_fuzz | genai_config_fuzz | tokenizer_load_fuzz) echo fuzz/dict/json.dict ;;
     npy_fuzz) echo fuzz/dict/npy.dict ;;
     snapshot_fuzz) echo fuzz/dict/snapshot.dict ;;
-    onnx_summary_fuzz) echo fuzz/dict/onnx.dict ;;
+    onnx_summary_fuzz | model_rewrite_fuzz) echo fuzz/dict/onnx.dict ;;
     tokenizer_encode_fuzz) echo fuzz/dict/tokenizer_text.dict ;;
   esac
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -227,6 +228,23 @@ TEST(GatedDeltaNet, GoldenModelFusesEveryLinearAttentionLayer) {
     }
   }
   EXPECT_EQ(fused, 3);
+}
+
+// With 16-bit states the builder puts a Cast after each present state, right
+// after the node that computes it, so before the chain's end: the rewrite must
+// leave every node after the ones it reads from.
+TEST(GatedDeltaNet, Fp16StatesFuseAndTheGraphStaysSorted) {
+  BuildOptions fp16_state;
+  fp16_state.state_dtype = "fp16";
+  onnx::ModelProto model;
+  EXPECT_EQ(rewrite_built_model(fp16_state, &model).gated_delta_net, 3);
+  std::set<std::string> defined = {""};
+  for (const auto& in : model.graph().input()) defined.insert(in.name());
+  for (const auto& t : model.graph().initializer()) defined.insert(t.name());
+  for (const auto& node : model.graph().node()) {
+    for (const auto& in : node.input()) EXPECT_TRUE(defined.count(in)) << node.name() << " reads " << in << " early";
+    for (const auto& out : node.output()) defined.insert(out);
+  }
 }
 
 TEST(GatedDeltaNet, OtherFormsOfTheLayerAreLeftToOrt) {

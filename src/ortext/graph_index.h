@@ -115,7 +115,8 @@ class GraphIndex {
 
 // Rebuilds the node list: nodes in `drop` go, except that each index in
 // `replace` becomes its replacement node (in the same place), then Constant
-// nodes nothing reads any more go too (ORT would warn about each).
+// nodes nothing reads any more go too (ORT would warn about each), and the
+// list is put back in a (stable) topological order.
 void edit_nodes(onnx::GraphProto& graph, const std::vector<int>& drop,
                 const std::unordered_map<int, const onnx::NodeProto*>& replace);
 

@@ -1,0 +1,64 @@
+// Fuzzes the load-time rewrite (ortext/model_rewrite.h): the op moves and the
+// two fusions, which walk producers, readers and constants of whatever graph
+// they are given. Every input that parses as an ONNX model is rewritten twice
+// (default options; every accuracy level taken).
+//
+// Oracle: a graph in which every node input is defined (a graph input, an
+// initializer or an earlier node's output) stays so after the rewrite, every
+// graph output is still produced, and the summary's counts match the nodes in
+// the deltagen domain.
+#include <set>
+#include <string>
+
+#include <onnx/onnx_pb.h>
+
+#include "fuzz_util.h"
+#include "ortext/deltagen_ops.h"
+#include "ortext/model_rewrite.h"
+
+using namespace deltagen;
+
+namespace {
+
+// Inputs read before they are defined, in node order; and the graph outputs nobody produces.
+int undefined_values(const onnx::GraphProto& g) {
+  std::set<std::string> defined;
+  for (const auto& in : g.input()) defined.insert(in.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  int missing = 0;
+  for (const auto& node : g.node()) {
+    for (const auto& in : node.input())
+      if (!in.empty() && !defined.count(in)) ++missing;
+    for (const auto& out : node.output()) defined.insert(out);
+  }
+  for (const auto& out : g.output())
+    if (!defined.count(out.name())) ++missing;
+  return missing;
+}
+
+void check(const onnx::ModelProto& original, const ortext::RewriteOptions& options) {
+  onnx::ModelProto model = original;
+  const ortext::RewriteSummary s = ortext::use_deltagen_kernels(model, options);
+  if (undefined_values(original.graph()) == 0 && undefined_values(model.graph()) != 0)
+    fuzz::finding("the rewrite left a node input or graph output undefined");
+  int64_t fused = 0, moved = 0;
+  for (const auto& node : model.graph().node()) {
+    if (node.domain() != ortext::kDeltagenDomain) continue;
+    if (node.op_type() == "GatedDeltaNet")
+      ++fused;
+    else
+      ++moved;
+  }
+  if (fused != s.gated_delta_net || moved != s.rewritten + s.causal_conv + s.attention)
+    fuzz::finding("summary counts do not match the deltagen nodes");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(data, int(size))) return 0;
+  check(model, {});
+  check(model, {.any_accuracy_level = true});
+  return 0;
+}
