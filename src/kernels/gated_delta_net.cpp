@@ -29,6 +29,14 @@ const GatedDeltaKernels& kernels_for(KernelLevel wanted) {
 void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const GatedDeltaTensors& t,
                      const Parallel& parallel, KernelLevel level) {
   const int64_t c = s.conv_dim(), tokens = s.batch * s.seq, zdim = s.nv * s.dv;
+  if (tokens == 0) {  // no tokens: the states stay as they were
+    const int64_t conv_floats = s.batch * c * (s.conv_kernel - 1), state_floats = s.batch * s.nv * s.dk * s.dv;
+    if (s.batch > 0 && t.conv_past && t.conv_past != t.conv_present)
+      std::memcpy(t.conv_present, t.conv_past, size_t(conv_floats) * sizeof(float));
+    if (s.batch > 0 && t.state_past && t.state_past != t.state_present)
+      std::memcpy(t.state_present, t.state_past, size_t(state_floats) * sizeof(float));
+    return;
+  }
   // Scratch, written before it is read (no zero-fill: a prompt's is tens of MB).
   const auto xc = std::make_unique_for_overwrite<float[]>(size_t(tokens * c));
   const auto silu_z = std::make_unique_for_overwrite<float[]>(size_t(tokens * zdim));

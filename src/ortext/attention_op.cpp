@@ -82,7 +82,7 @@ OrtStatusPtr AttentionKernel::ComputeV2(OrtKernelContext* context) noexcept {
     t.v_cache = ctx.GetOutput(2, present_dims).GetTensorMutableData<float>();
     // Not the same buffer: the past positions move into present first.
     auto copy_past = [&](const float* past, float* present) {
-      if (past == present) return;
+      if (past == present || pd[2] == 0) return;  // an empty past may have no data pointer
       const size_t rows = size_t(pd[2] * pd[3]) * sizeof(float);
       for (int64_t bg = 0; bg < pd[0] * pd[1]; ++bg)
         std::memcpy(present + bg * s.capacity * pd[3], past + bg * pd[2] * pd[3], rows);
