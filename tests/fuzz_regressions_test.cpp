@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/model_summary.h"
+#include "ortext/model_rewrite.h"
 #include "runtime/genai_config.h"
 #include "runtime/generator.h"
 #include "runtime/snapshot.h"
@@ -115,6 +116,41 @@ TEST(FuzzRegressions, GenaiConfigModelFileStaysInTheFolder) {
     EXPECT_NE(error_of([&] { load_genai_config(config(bad)); }).find("outside the model folder"), std::string::npos);
   }
   EXPECT_EQ(load_genai_config(config("onnx/model.onnx")).model_filename, "onnx/model.onnx");
+}
+
+// model_rewrite_fuzz: a MatMulNBits whose B initializer claims dims whose
+// product overflows int64 made the element count UB (UBSan). Such a node now
+// simply stays on ORT's kernel, as do K/N attributes past any real model.
+TEST(FuzzRegressions, RewriteRefusesMatMulNBitsWithOverflowingDims) {
+  onnx::ModelProto model;
+  auto* g = model.mutable_graph();
+  auto* node = g->add_node();
+  node->set_op_type("MatMulNBits");
+  node->set_domain("com.microsoft");
+  for (const char* in : {"a", "b", "scales"}) node->add_input(in);
+  node->add_output("y");
+  for (auto [name, value] : {std::pair<const char*, int64_t>{"bits", 4}, {"block_size", 32}, {"K", 64},
+                             {"N", 16}, {"accuracy_level", 4}}) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto_AttributeType_INT);
+    a->set_i(value);
+  }
+  auto* b = g->add_initializer();
+  b->set_name("b");
+  b->set_data_type(onnx::TensorProto_DataType_UINT8);
+  b->add_dims(1013345627662909440);
+  b->add_dims(18);
+  auto* scales = g->add_initializer();
+  scales->set_name("scales");
+  scales->set_data_type(onnx::TensorProto_DataType_FLOAT);
+  scales->add_dims(32);
+  ortext::RewriteSummary s = ortext::use_deltagen_kernels(model);
+  EXPECT_EQ(s.rewritten, 0);
+  EXPECT_EQ(s.kept["B layout"], 1);
+  node->mutable_attribute(3)->set_i(int64_t(1) << 62);  // N
+  s = ortext::use_deltagen_kernels(model);
+  EXPECT_EQ(s.kept["K or N out of range"], 1);
 }
 
 }  // namespace

@@ -11,6 +11,10 @@
 // deltagen.CausalConvWithState: com.microsoft.CausalConvWithState in float,
 // ndim 1, channels first (causal_conv_op.h, src/kernels/causal_conv.h).
 //
+// deltagen.GroupQueryAttention: com.microsoft.GroupQueryAttention in float
+// with a cache shared between past and present or growing, rotary not
+// interleaved, no window or softcap (attention_op.h, src/kernels/attention.h).
+//
 // deltagen.GatedDeltaNet: no com.microsoft counterpart; the fusion of a
 // linear-attention layer's conv ... GatedRMSNorm chain (gated_delta_net_op.h,
 // gated_delta_fusion.h).

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/gated_delta_net.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/graph_index.h"
 
@@ -75,7 +76,9 @@ std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la,
   if ((axis != -1 && axis != 2) || !sizes || sizes->size() != 3 || (*sizes)[0] != (*sizes)[1] || (*sizes)[0] % nk ||
       (*sizes)[2] % nv)
     return {};
+  if (nk > 4096 || nv > 4096 || (*sizes)[0] < 1 || (*sizes)[2] < 1) return {};
   const int64_t dk = (*sizes)[0] / nk, dv = (*sizes)[2] / nv;
+  if (dk > kernels::kMaxDeltaHeadDim || dv > kernels::kMaxDeltaHeadDim) return {};  // the kernel's limit
   if (norm_w->dims(0) != dv) return {};
   const auto q = l2_norm_chain(g, input(la, 0), nk, dk, m.nodes);
   const auto k = l2_norm_chain(g, input(la, 1), nk, dk, m.nodes);

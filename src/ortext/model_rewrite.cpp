@@ -19,10 +19,19 @@ std::optional<int64_t> int_attribute(const onnx::NodeProto& node, const std::str
   return std::nullopt;
 }
 
+// Elements of a tensor, or -1 for a negative dimension or a count past int64
+// (found by model_rewrite_fuzz: dims come from the file).
 int64_t numel(const onnx::TensorProto& t) {
   int64_t n = 1;
-  for (int64_t d : t.dims()) n *= d;
+  for (int64_t d : t.dims())
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   return n;
+}
+
+// a * b, or -2 (matches no numel) when it overflows or a factor is negative.
+int64_t product(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? -2 : r;
 }
 
 std::string input(const onnx::NodeProto& node, int i) { return i < node.input_size() ? node.input(i) : std::string(); }
@@ -42,6 +51,7 @@ std::optional<std::string> unsupported_reason(const onnx::NodeProto& node, const
   if (level != 4 && !options.any_accuracy_level) return "accuracy_level=" + std::to_string(level);
   if (!input(node, 4).empty()) return "g_idx";
 
+  if (*k < 1 || *n < 1 || *k > (int64_t(1) << 40) || *n > (int64_t(1) << 40)) return "K or N out of range";
   const int64_t k_blocks = (*k + bs - 1) / bs;
   auto constant = [&](int i) -> const onnx::TensorProto* {
     auto it = constants.find(input(node, i));
@@ -50,13 +60,13 @@ std::optional<std::string> unsupported_reason(const onnx::NodeProto& node, const
   const onnx::TensorProto* b = constant(1);
   const onnx::TensorProto* scales = constant(2);
   if (!b || !scales) return "weights not constant";
-  if (b->data_type() != onnx::TensorProto_DataType_UINT8 || numel(*b) != *n * k_blocks * bs / 2) return "B layout";
+  if (b->data_type() != onnx::TensorProto_DataType_UINT8 || numel(*b) != product(*n, k_blocks * bs / 2)) return "B layout";
   // The scales share A's type: float scales mean float activations.
-  if (scales->data_type() != onnx::TensorProto_DataType_FLOAT || numel(*scales) != *n * k_blocks) return "non-float A";
+  if (scales->data_type() != onnx::TensorProto_DataType_FLOAT || numel(*scales) != product(*n, k_blocks)) return "non-float A";
   if (!input(node, 3).empty()) {
     const onnx::TensorProto* zp = constant(3);
     if (!zp) return "zero points not constant";
-    if (zp->data_type() != onnx::TensorProto_DataType_UINT8 || numel(*zp) != *n * ((k_blocks + 1) / 2))
+    if (zp->data_type() != onnx::TensorProto_DataType_UINT8 || numel(*zp) != product(*n, (k_blocks + 1) / 2))
       return "zero points not packed uint8";
   }
   return std::nullopt;
