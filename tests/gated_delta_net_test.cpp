@@ -247,6 +247,48 @@ TEST(GatedDeltaNet, Fp16StatesFuseAndTheGraphStaysSorted) {
   }
 }
 
+// model_rewrite_fuzz found a mutated tiny model in which two values had two
+// producers each (not valid ONNX, but a file can say so): two LinearAttention
+// nodes matched one chain, one fused node replaced the other, and the summary
+// counted a node the graph did not have. Overlapping chains now fuse once.
+TEST(GatedDeltaNet, FuzzFoundOverlappingChainsFuseOnce) {
+  std::ifstream in(fs::path(DELTAGEN_SOURCE_DIR) / "tests/data/fuzz/model_rewrite_overlapping_chains.onnx",
+                   std::ios::binary);
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromIstream(&in));
+  const auto summary = ortext::use_deltagen_kernels(model);
+  int fused = 0;
+  for (const auto& node : model.graph().node()) fused += node.op_type() == "GatedDeltaNet";
+  EXPECT_EQ(fused, summary.gated_delta_net);
+  EXPECT_GE(fused, 1);
+}
+
+// A LinearAttention node duplicated: its inputs now have two readers, so that
+// layer stays on ORT's kernels and the count still matches the graph.
+TEST(GatedDeltaNet, DuplicatedLayerIsNotFused) {
+  TempDir dir;
+  {
+    auto ckpt = Checkpoint::open(test::golden_checkpoint());
+    build_model(*ckpt, BuildOptions{}, dir / "model");
+  }
+  onnx::ModelProto model;
+  std::ifstream in(dir / "model" / "model.onnx", std::ios::binary);
+  ASSERT_TRUE(model.ParseFromIstream(&in));
+  auto* nodes = model.mutable_graph()->mutable_node();
+  for (int i = 0; i < nodes->size(); ++i)
+    if ((*nodes)[i].op_type() == "LinearAttention") {
+      onnx::NodeProto copy = (*nodes)[i];
+      copy.set_name(copy.name() + "_copy");
+      nodes->Add(std::move(copy));
+      break;
+    }
+  const auto summary = ortext::use_deltagen_kernels(model);
+  int fused = 0;
+  for (const auto& node : model.graph().node()) fused += node.op_type() == "GatedDeltaNet";
+  EXPECT_EQ(fused, summary.gated_delta_net);
+  EXPECT_EQ(fused, 2);
+}
+
 TEST(GatedDeltaNet, OtherFormsOfTheLayerAreLeftToOrt) {
   BuildOptions decomposed;
   decomposed.l2norm = "decomposed";
