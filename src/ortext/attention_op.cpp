@@ -8,6 +8,7 @@
 
 #include "kernels/attention.h"
 #include "ortext/ort_parallel.h"
+#include "ortext/shape_inference.h"
 #include "util/error.h"
 
 namespace deltagen::ortext {
@@ -106,20 +107,8 @@ OrtStatusPtr AttentionOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo* inf
   }
 }
 
-// Written against the C API, like MatMulNBits' (see matmul_nbits_op.cpp).
 OrtStatusPtr AttentionOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
-  const OrtApi& api = Ort::GetApi();
-  try {
-    const std::pair<size_t, size_t> pass[] = {{kQuery, 0}, {kPastKey, 1}, {kPastValue, 2}};
-    for (auto [in, out] : pass) {
-      OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
-      Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, in, &info));
-      if (info) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, out, info));
-    }
-    return nullptr;
-  } catch (const std::exception& e) {
-    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
-  }
+  return pass_through_shapes(context, {{kQuery, 0}, {kPastKey, 1}, {kPastValue, 2}});
 }
 
 }  // namespace deltagen::ortext

@@ -5,6 +5,7 @@
 
 #include "kernels/causal_conv.h"
 #include "ortext/ort_parallel.h"
+#include "ortext/shape_inference.h"
 #include "util/error.h"
 
 namespace deltagen::ortext {
@@ -75,25 +76,8 @@ OrtStatusPtr CausalConvOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo* in
   }
 }
 
-// Written against the C API, like MatMulNBits' (see matmul_nbits_op.cpp): the
-// inputs' type-and-shape objects are handed back unchanged, symbols included.
 OrtStatusPtr CausalConvOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
-  const OrtApi& api = Ort::GetApi();
-  try {
-    OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
-    Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, kInput, &info));
-    Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, 0, info));
-    size_t inputs = 0;
-    Ort::ThrowOnError(api.ShapeInferContext_GetInputCount(context, &inputs));
-    if (inputs > kPast) {
-      OrtTensorTypeAndShapeInfo* past = nullptr;
-      Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, kPast, &past));
-      if (past) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, 1, past));
-    }
-    return nullptr;
-  } catch (const std::exception& e) {
-    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
-  }
+  return pass_through_shapes(context, {{kInput, 0}, {kPast, 1}});
 }
 
 }  // namespace deltagen::ortext

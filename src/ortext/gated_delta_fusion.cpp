@@ -1,7 +1,6 @@
 #include "ortext/gated_delta_fusion.h"
 
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -169,15 +168,7 @@ int64_t fuse_gated_delta_net(onnx::GraphProto& graph) {
       if (auto m = match_layer(index, node, n)) matches.push_back(std::move(*m));
     }
   }
-  // In a graph where two nodes produce one value (not valid ONNX, but a file
-  // can say so) two chains can share nodes: keep only the first of them.
-  std::set<int> taken;
-  std::erase_if(matches, [&](const Match& m) {
-    for (int n : m.nodes)
-      if (taken.count(n)) return true;
-    taken.insert(m.nodes.begin(), m.nodes.end());
-    return false;
-  });
+  keep_disjoint(matches, &Match::nodes);
   if (matches.empty()) return 0;
   // Each fused node takes the place of its chain's last node (the
   // GatedRMSNorm): every input of the chain is computed before that point.

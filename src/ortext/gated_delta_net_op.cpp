@@ -4,6 +4,7 @@
 
 #include "kernels/gated_delta_net.h"
 #include "ortext/ort_parallel.h"
+#include "ortext/shape_inference.h"
 #include "util/error.h"
 
 namespace deltagen::ortext {
@@ -104,20 +105,8 @@ OrtStatusPtr GatedDeltaNetOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo*
   }
 }
 
-// Written against the C API, like MatMulNBits' (see matmul_nbits_op.cpp).
 OrtStatusPtr GatedDeltaNetOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
-  const OrtApi& api = Ort::GetApi();
-  try {
-    const std::pair<size_t, size_t> pass[] = {{kZ, 0}, {kConvPast, 1}, {kStatePast, 2}};
-    for (auto [in, out] : pass) {
-      OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
-      Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, in, &info));
-      if (info) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, out, info));
-    }
-    return nullptr;
-  } catch (const std::exception& e) {
-    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
-  }
+  return pass_through_shapes(context, {{kZ, 0}, {kConvPast, 1}, {kStatePast, 2}});
 }
 
 }  // namespace deltagen::ortext

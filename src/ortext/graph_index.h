@@ -113,6 +113,23 @@ class GraphIndex {
   std::unordered_map<std::string, const onnx::TensorProto*> initializer_;
 };
 
+// Drops every match that shares a node with an earlier one: in a graph where
+// two nodes produce one value (not valid ONNX, but a file can say so) two
+// chains can overlap (model_rewrite_fuzz). `nodes` lists a match's node indices.
+template <typename Match>
+void keep_disjoint(std::vector<Match>& matches, std::vector<int> Match::*nodes) {
+  std::vector<bool> taken;
+  std::erase_if(matches, [&](const Match& m) {
+    for (int n : m.*nodes)
+      if (n < int(taken.size()) && taken[size_t(n)]) return true;
+    for (int n : m.*nodes) {
+      if (n >= int(taken.size())) taken.resize(size_t(n) + 1, false);
+      taken[size_t(n)] = true;
+    }
+    return false;
+  });
+}
+
 // Rebuilds the node list: nodes in `drop` go, except that each index in
 // `replace` becomes its replacement node (in the same place), then Constant
 // nodes nothing reads any more go too (ORT would warn about each), and the

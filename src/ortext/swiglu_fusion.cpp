@@ -1,6 +1,5 @@
 #include "ortext/swiglu_fusion.h"
 
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -58,14 +57,7 @@ int64_t fuse_swiglu_into_matmul(onnx::GraphProto& graph) {
       if (auto m = match(index, node, n)) matches.push_back(std::move(*m));
     }
   }
-  // Chains sharing a node (only in a graph where two nodes produce one value): the first wins.
-  std::set<int> taken;
-  std::erase_if(matches, [&](const Match& m) {
-    for (int n : m.nodes)
-      if (taken.count(n)) return true;
-    taken.insert(m.nodes.begin(), m.nodes.end());
-    return false;
-  });
+  keep_disjoint(matches, &Match::nodes);
   if (matches.empty()) return 0;
   std::vector<int> drop;
   for (const auto& m : matches) {

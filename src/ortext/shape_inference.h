@@ -1,0 +1,20 @@
+// Output shape inference for deltagen's custom ops whose outputs have an
+// input's type and shape. Written against the C API: the C++ header's
+// SetOutputShape marks symbolic dimensions in a way ORT 1.30 rejects (see
+// matmul_nbits_op.cpp); handing the input's type-and-shape object back keeps
+// the symbols.
+#pragma once
+#include <cstddef>
+#include <initializer_list>
+#include <utility>
+
+#include <onnxruntime_cxx_api.h>
+
+namespace deltagen::ortext {
+
+// For each {input, output}: output gets the input's type and shape (inputs the
+// node does not have, or without a shape, are skipped).
+OrtStatusPtr pass_through_shapes(OrtShapeInferContext* context,
+                                 std::initializer_list<std::pair<size_t, size_t>> input_to_output);
+
+}  // namespace deltagen::ortext
