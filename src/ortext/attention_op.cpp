@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "ortext/kernel_attributes.h"
 #include "ortext/ort_parallel.h"
 #include "ortext/shape_inference.h"
 #include "util/error.h"
@@ -25,14 +26,8 @@ AttentionKernel::AttentionKernel(const OrtKernelInfo* raw_info) {
   Ort::ConstKernelInfo info(raw_info);
   heads_ = info.GetAttribute<int64_t>("num_heads");
   kv_heads_ = info.GetAttribute<int64_t>("kv_num_heads");
-  try {
-    scale_ = info.GetAttribute<float>("scale");
-  } catch (const Ort::Exception&) {
-  }
-  try {
-    rotary_ = info.GetAttribute<int64_t>("do_rotary") != 0;
-  } catch (const Ort::Exception&) {
-  }
+  scale_ = attribute_or<float>(info, "scale", 0.0f);
+  rotary_ = attribute_or<int64_t>(info, "do_rotary", 0) != 0;
   if (heads_ < 1 || kv_heads_ < 1 || heads_ % kv_heads_ != 0)
     fail(kOp, "num_heads must be a positive multiple of kv_num_heads");
 }

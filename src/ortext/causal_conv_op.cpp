@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/causal_conv.h"
+#include "ortext/kernel_attributes.h"
 #include "ortext/ort_parallel.h"
 #include "ortext/shape_inference.h"
 #include "util/error.h"
@@ -22,11 +23,7 @@ Ort::ConstValue optional_input(const Ort::KernelContext& ctx, size_t index) {
 
 CausalConvKernel::CausalConvKernel(const OrtKernelInfo* raw_info) {
   Ort::ConstKernelInfo info(raw_info);
-  std::string activation = "none";
-  try {
-    activation = info.GetAttribute<std::string>("activation");
-  } catch (const Ort::Exception&) {
-  }
+  const std::string activation = attribute_or<std::string>(info, "activation", "none");
   if (activation != "silu" && activation != "swish" && activation != "none")
     fail(kOp, "unsupported activation '" + activation + "'");
   silu_ = activation != "none";

@@ -159,16 +159,7 @@ std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la,
 }  // namespace
 
 int64_t fuse_gated_delta_net(onnx::GraphProto& graph) {
-  std::vector<Match> matches;
-  {
-    const GraphIndex index(graph);
-    for (int n = 0; n < graph.node_size(); ++n) {
-      const auto& node = graph.node(n);
-      if (node.op_type() != "LinearAttention" || node.domain() != kMs) continue;
-      if (auto m = match_layer(index, node, n)) matches.push_back(std::move(*m));
-    }
-  }
-  keep_disjoint(matches, &Match::nodes);
+  const std::vector<Match> matches = find_matches<Match>(graph, "LinearAttention", kMs, match_layer, &Match::nodes);
   if (matches.empty()) return 0;
   // Each fused node takes the place of its chain's last node (the
   // GatedRMSNorm): every input of the chain is computed before that point.

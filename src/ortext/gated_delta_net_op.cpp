@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kernels/gated_delta_net.h"
+#include "ortext/kernel_attributes.h"
 #include "ortext/ort_parallel.h"
 #include "ortext/shape_inference.h"
 #include "util/error.h"
@@ -16,15 +17,6 @@ enum Input : size_t {
 constexpr const char* kOp = "deltagen.GatedDeltaNet";
 
 std::vector<int64_t> shape_of(const Ort::ConstValue& v) { return v.GetTensorTypeAndShapeInfo().GetShape(); }
-
-template <typename T>
-T attribute_or(const Ort::ConstKernelInfo& info, const char* name, T fallback) {
-  try {
-    return info.GetAttribute<T>(name);
-  } catch (const Ort::Exception&) {
-    return fallback;
-  }
-}
 
 }  // namespace
 

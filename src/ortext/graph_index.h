@@ -130,6 +130,21 @@ void keep_disjoint(std::vector<Match>& matches, std::vector<int> Match::*nodes) 
   });
 }
 
+// The disjoint matches of `match(index, node, n)` over the nodes of one op type and domain.
+template <typename Match, typename MatchFn>
+std::vector<Match> find_matches(const onnx::GraphProto& graph, const char* op, const char* domain, MatchFn match,
+                                std::vector<int> Match::*nodes) {
+  std::vector<Match> matches;
+  const GraphIndex index(graph);
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const auto& node = graph.node(n);
+    if (node.op_type() != op || node.domain() != domain) continue;
+    if (std::optional<Match> m = match(index, node, n)) matches.push_back(std::move(*m));
+  }
+  keep_disjoint(matches, nodes);
+  return matches;
+}
+
 // Rebuilds the node list: nodes in `drop` go, except that each index in
 // `replace` becomes its replacement node (in the same place), then Constant
 // nodes nothing reads any more go too (ORT would warn about each), and the

@@ -8,6 +8,7 @@
 
 #include "kernels/swiglu.h"
 #include "ortext/deltagen_ops.h"
+#include "ortext/kernel_attributes.h"
 #include "ortext/ort_parallel.h"
 #include "util/error.h"
 
@@ -37,10 +38,7 @@ MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
   shape_.block_size = int(info.GetAttribute<int64_t>("block_size"));
   kernels::check_supported(shape_);
   if (input_present(info, kGIdx)) fail("deltagen.MatMulNBits", "g_idx is not supported");
-  try {
-    swiglu_ = info.GetAttribute<int64_t>(kSwigluAttribute) != 0;
-  } catch (const Ort::Exception&) {
-  }
+  swiglu_ = attribute_or<int64_t>(info, kSwigluAttribute, 0) != 0;
 
   const Ort::KeyValuePairs config = info.GetConfigEntries();
   if (const char* v = config.GetValue(kConfigMaxLevel)) {

@@ -48,16 +48,7 @@ std::optional<Match> match(const GraphIndex& g, const onnx::NodeProto& mm, int m
 }  // namespace
 
 int64_t fuse_swiglu_into_matmul(onnx::GraphProto& graph) {
-  std::vector<Match> matches;
-  {
-    const GraphIndex index(graph);
-    for (int n = 0; n < graph.node_size(); ++n) {
-      const auto& node = graph.node(n);
-      if (node.op_type() != "MatMulNBits" || node.domain() != kDeltagenDomain) continue;
-      if (auto m = match(index, node, n)) matches.push_back(std::move(*m));
-    }
-  }
-  keep_disjoint(matches, &Match::nodes);
+  const std::vector<Match> matches = find_matches<Match>(graph, "MatMulNBits", kDeltagenDomain, match, &Match::nodes);
   if (matches.empty()) return 0;
   std::vector<int> drop;
   for (const auto& m : matches) {
