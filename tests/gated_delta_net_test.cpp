@@ -19,8 +19,10 @@
 #include "kernels/thread_pool.h"
 #include "models/build.h"
 #include "ortext/model_rewrite.h"
+#include "runtime/generator.h"
 #include "runtime/session.h"
 #include "test_util.h"
+#include "util/half.h"
 
 namespace deltagen {
 namespace {
@@ -195,6 +197,65 @@ TEST(GatedDeltaNet, ThreadsGiveBitIdenticalResults) {
   EXPECT_EQ(serial.state_present, threaded.state_present);
 }
 
+// fp16 states (a --state-dtype fp16 build): the kernel must compute exactly
+// what it computes on the widened states, rounding the new states once per
+// call. Covers the AVX-512 direct path (one token, dv 128 and 16) and the
+// widened scratch (prompts, odd dims), in place and not, at every level.
+TEST(GatedDeltaNet, Fp16StatesAreTheFp32KernelRoundedOncePerCall) {
+  std::mt19937 rng(13);
+  kernels::ThreadPool pool(2);
+  const GatedDeltaShape shapes[] = {{2, 1, 2, 2, 128, 128, 4}, {1, 1, 2, 4, 16, 16, 4}, {2, 5, 2, 4, 16, 16, 4},
+                                    {1, 1, 1, 3, 5, 7, 2}, {1, 3, 1, 2, 24, 9, 1}};
+  auto round_trip = [](std::vector<float> v) {
+    for (auto& x : v) x = f16_to_f32(f32_to_f16(x));
+    return v;
+  };
+  for (const auto& s : shapes) {
+    Inputs in = random_inputs(s, rng);
+    in.conv_past = round_trip(in.conv_past);  // what an fp16 state holds
+    in.state_past = round_trip(in.state_past);
+    std::vector<float> w_t(in.conv_w.size());
+    for (int64_t ch = 0; ch < s.conv_dim(); ++ch)
+      for (int64_t j = 0; j < s.conv_kernel; ++j)
+        w_t[size_t(j * s.conv_dim() + ch)] = in.conv_w[size_t(ch * s.conv_kernel + j)];
+    auto to_f16 = [](const std::vector<float>& v) {
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_f16(v[i]);
+      return h;
+    };
+    for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512}) {
+      if (level > kernels::supported_level()) continue;
+      const Outputs want = run_kernel(s, 0.0f, 1e-6f, in, false, pool, level);
+      for (bool in_place : {false, true}) {
+        const std::string what = std::string(kernels::level_name(level)) + (in_place ? " in place" : "") +
+                                 " seq " + std::to_string(s.seq) + " dv " + std::to_string(s.dv);
+        std::vector<uint16_t> conv_past = to_f16(in.conv_past), state_past = to_f16(in.state_past);
+        std::vector<uint16_t> conv_present = in_place ? conv_past : std::vector<uint16_t>(conv_past.size());
+        std::vector<uint16_t> state_present = in_place ? state_past : std::vector<uint16_t>(state_past.size());
+        std::vector<float> out(in.z.size());
+        kernels::GatedDeltaTensors t;
+        t.x = in.x.data();
+        t.conv_w_t = w_t.data();
+        t.z = in.z.data();
+        t.a = in.a.data();
+        t.b = in.b.data();
+        t.dt_bias = in.dt_bias.data();
+        t.neg_exp_a = in.neg_exp_a.data();
+        t.norm_w = in.norm_w.data();
+        t.out = out.data();
+        t.conv_past_f16 = in_place ? conv_present.data() : conv_past.data();
+        t.conv_present_f16 = conv_present.data();
+        t.state_past_f16 = in_place ? state_present.data() : state_past.data();
+        t.state_present_f16 = state_present.data();
+        kernels::gated_delta_net(s, {0.0f, 1e-6f}, t, pool, level);
+        EXPECT_EQ(out, want.out) << what;
+        EXPECT_EQ(conv_present, to_f16(want.conv_present)) << what;
+        EXPECT_EQ(state_present, to_f16(want.state_present)) << what;
+      }
+    }
+  }
+}
+
 ortext::RewriteSummary rewrite_built_model(const BuildOptions& options, onnx::ModelProto* model_out = nullptr) {
   TempDir dir;
   {
@@ -238,6 +299,17 @@ TEST(GatedDeltaNet, Fp16StatesFuseAndTheGraphStaysSorted) {
   fp16_state.state_dtype = "fp16";
   onnx::ModelProto model;
   EXPECT_EQ(rewrite_built_model(fp16_state, &model).gated_delta_net, 3);
+  // The state Casts are inside the fused nodes: they read and write the fp16 graph values.
+  std::set<std::string> graph_inputs, graph_outputs;
+  for (const auto& in : model.graph().input()) graph_inputs.insert(in.name());
+  for (const auto& out : model.graph().output()) graph_outputs.insert(out.name());
+  for (const auto& node : model.graph().node()) {
+    if (node.op_type() == "Cast")
+      EXPECT_EQ(node.input(0).find("past_key_values"), std::string::npos) << node.name() << " still widens a state";
+    if (node.op_type() != "GatedDeltaNet") continue;
+    EXPECT_TRUE(graph_inputs.count(node.input(2)) && graph_inputs.count(node.input(8))) << node.name();
+    EXPECT_TRUE(graph_outputs.count(node.output(1)) && graph_outputs.count(node.output(2))) << node.name();
+  }
   std::set<std::string> defined = {""};
   for (const auto& in : model.graph().input()) defined.insert(in.name());
   for (const auto& t : model.graph().initializer()) defined.insert(t.name());
@@ -310,6 +382,38 @@ TEST(GatedDeltaNet, RuntimeCountsTheFusedNodes) {
   auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
   EXPECT_EQ(fast->fast_kernel_nodes(), 4);  // 3 fused layers + the full-attention layer's GQA
   EXPECT_EQ(stock->fast_kernel_nodes(), 0);
+}
+
+// The fused node on fp16 states against stock ORT's kernels on the same file
+// (which widen and round the states with Casts at the same points): prefill
+// and decode logits agree.
+TEST(GatedDeltaNet, Fp16StateLogitsMatchStockOrt) {
+  TempDir dir;
+  {
+    BuildOptions fp16_state;
+    fp16_state.state_dtype = "fp16";
+    auto ckpt = Checkpoint::open(test::golden_checkpoint());
+    build_model(*ckpt, fp16_state, dir / "model");
+  }
+  auto fast = Model::load(dir / "model");
+  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
+  EXPECT_EQ(fast->fast_kernel_nodes(), 4);
+  Generator a(*fast, 1, 64), b(*stock, 1, 64);
+  const std::vector<int64_t> prompt = {3, 17, 100, 5, 42, 7, 250, 9, 11, 64, 128, 2};
+  auto check = [](const Logits& x, const Logits& y, const std::string& what) {
+    ASSERT_EQ(x.data.size(), y.data.size());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < x.data.size(); ++i) {
+      worst = std::max(worst, double(std::fabs(x.data[i] - y.data[i])));
+      scale = std::max(scale, double(std::fabs(y.data[i])));
+    }
+    EXPECT_LE(worst, 1e-4 * (1.0 + scale)) << what;
+  };
+  check(a.forward(prompt, true), b.forward(prompt, true), "prefill");
+  for (int64_t token : {5, 77, 300, 12, 40}) {
+    const std::vector<int64_t> one = {token};
+    check(a.forward(one, false), b.forward(one, false), "decode " + std::to_string(token));
+  }
 }
 
 }  // namespace

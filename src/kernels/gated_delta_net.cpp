@@ -11,7 +11,7 @@
 namespace deltagen::kernels {
 
 const GatedDeltaKernels& gated_delta_kernels_portable() {
-  static const GatedDeltaKernels k{conv_silu_range, silu_loop, heads_with_loops};
+  static const GatedDeltaKernels k{conv_silu_range, silu_loop, heads_with_loops, widen_f16, narrow_f16};
   return k;
 }
 
@@ -24,25 +24,52 @@ const GatedDeltaKernels& kernels_for(KernelLevel wanted) {
   return gated_delta_kernels_portable();
 }
 
+// The state copied from past to present (zeros without a past) unless they
+// alias, for `elements` states of type T starting at `offset`.
+template <typename T>
+void start_present(const T* past, T* present, int64_t offset, int64_t elements) {
+  if (!past)
+    std::memset(present + offset, 0, size_t(elements) * sizeof(T));
+  else if (past != present)
+    std::memcpy(present + offset, past + offset, size_t(elements) * sizeof(T));
+}
+
 }  // namespace
 
 void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const GatedDeltaTensors& t,
                      const Parallel& parallel, KernelLevel level) {
   const int64_t c = s.conv_dim(), tokens = s.batch * s.seq, zdim = s.nv * s.dv;
+  const int64_t conv_floats = s.batch * c * (s.conv_kernel - 1), state_floats = s.batch * s.nv * s.dk * s.dv;
+  const bool f16 = t.f16_states();
   if (tokens == 0) {  // no tokens: the states stay as they were
-    const int64_t conv_floats = s.batch * c * (s.conv_kernel - 1), state_floats = s.batch * s.nv * s.dk * s.dv;
-    if (s.batch > 0 && t.conv_past && t.conv_past != t.conv_present)
-      std::memcpy(t.conv_present, t.conv_past, size_t(conv_floats) * sizeof(float));
-    if (s.batch > 0 && t.state_past && t.state_past != t.state_present)
-      std::memcpy(t.state_present, t.state_past, size_t(state_floats) * sizeof(float));
+    if (s.batch == 0) return;
+    if (f16) {
+      if (t.conv_past_f16) start_present(t.conv_past_f16, t.conv_present_f16, 0, conv_floats);
+      if (t.state_past_f16) start_present(t.state_past_f16, t.state_present_f16, 0, state_floats);
+    } else {
+      if (t.conv_past) start_present(t.conv_past, t.conv_present, 0, conv_floats);
+      if (t.state_past) start_present(t.state_past, t.state_present, 0, state_floats);
+    }
     return;
+  }
+  const GatedDeltaKernels& k = kernels_for(level);
+  // fp16 states: the conv state (K-1 values per channel, tens of KiB) runs
+  // widened in place in a scratch copy; the recurrent state head by head.
+  GatedDeltaTensors tw = t;
+  std::unique_ptr<float[]> conv_widened;
+  if (f16) {
+    conv_widened = std::make_unique_for_overwrite<float[]>(size_t(conv_floats));
+    if (t.conv_past_f16)
+      k.widen(t.conv_past_f16, conv_widened.get(), conv_floats);
+    else
+      std::fill_n(conv_widened.get(), conv_floats, 0.0f);
+    tw.conv_past = tw.conv_present = conv_widened.get();
   }
   // Scratch, written before it is read (no zero-fill: a prompt's is tens of MB).
   const auto xc = std::make_unique_for_overwrite<float[]>(size_t(tokens * c));
   const auto silu_z = std::make_unique_for_overwrite<float[]>(size_t(tokens * zdim));
   std::memcpy(silu_z.get(), t.z, size_t(tokens * zdim) * sizeof(float));
 
-  const GatedDeltaKernels& k = kernels_for(level);
   // 1. Conv + SiLU and silu(z), in slices of ~8K multiply-adds (a decode step
   // of Qwen3.5's 6144 channels in three, plus one for z's 2048 SiLUs).
   const int64_t per_channel = std::max<int64_t>(1, tokens * s.conv_kernel);
@@ -53,12 +80,13 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
   parallel.run(size_t(conv_tasks + z_tasks), [&](size_t task) {
     const int64_t i = int64_t(task);
     if (i < conv_tasks) {
-      k.conv(s, t, i * per_task, std::min(c, (i + 1) * per_task), xc.get());
+      k.conv(s, tw, i * per_task, std::min(c, (i + 1) * per_task), xc.get());
     } else {
       const int64_t z0 = (i - conv_tasks) * z_per_task;
       k.silu(silu_z.get() + z0, std::min(z_per_task, tokens * zdim - z0));
     }
   });
+  if (f16) k.narrow(conv_widened.get(), t.conv_present_f16, conv_floats);
 
   // 2. The recurrence, one task per (batch row, run of 4 value heads): a
   // decode step of 16 heads in four tasks, so each thread mostly has a next
@@ -75,18 +103,18 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
   args.dt_bias = t.dt_bias;
   args.neg_exp_a = t.neg_exp_a;
   args.norm_w = t.norm_w;
-  args.state = t.state_present;
+  args.state = f16 ? nullptr : t.state_present;
+  args.state_f16 = f16 ? t.state_present_f16 : nullptr;
   args.out = t.out;
   const int64_t head_size = s.dk * s.dv;
   const int64_t run = 4, runs = (s.nv + run - 1) / run;
   parallel.run(size_t(s.batch * runs), [&](size_t task) {
     const int64_t row = int64_t(task) / runs, h0 = int64_t(task) % runs * run, h1 = std::min(s.nv, h0 + run);
-    float* state = t.state_present + (row * s.nv + h0) * head_size;
-    const size_t bytes = size_t((h1 - h0) * head_size) * sizeof(float);
-    if (!t.state_past)
-      std::memset(state, 0, bytes);
-    else if (t.state_past != t.state_present)
-      std::memcpy(state, t.state_past + (row * s.nv + h0) * head_size, bytes);
+    const int64_t offset = (row * s.nv + h0) * head_size, elements = (h1 - h0) * head_size;
+    if (f16)
+      start_present(t.state_past_f16, t.state_present_f16, offset, elements);
+    else
+      start_present(t.state_past, t.state_present, offset, elements);
     k.heads(args, row, h0, h1);
   });
 }

@@ -43,6 +43,17 @@ struct GatedDeltaTensors {
   float* state_present = nullptr;    // [B, nv, dk, dv] may alias state_past
   const float* norm_w = nullptr;     // [dv]
   float* out = nullptr;              // [B, S, nv*dv]
+
+  // A `--state-dtype fp16` build keeps both states in IEEE half, which halves
+  // the recurrent state's DRAM traffic (the largest read of a decode step
+  // after the weights). Then these four replace the fp32 ones above (the
+  // present may alias the past); the arithmetic stays fp32: each head's state
+  // is widened into a scratch in cache, run, and rounded back once per call.
+  const uint16_t* conv_past_f16 = nullptr;   // or null (zeros)
+  uint16_t* conv_present_f16 = nullptr;
+  const uint16_t* state_past_f16 = nullptr;  // or null (zeros)
+  uint16_t* state_present_f16 = nullptr;
+  bool f16_states() const { return state_present_f16 != nullptr; }
 };
 
 struct GatedDeltaParams {
@@ -68,7 +79,8 @@ struct GatedDeltaHeadArgs {
   const float* dt_bias = nullptr;
   const float* neg_exp_a = nullptr;
   const float* norm_w = nullptr;
-  float* state = nullptr;  // [B, nv, dk, dv], updated in place
+  float* state = nullptr;         // [B, nv, dk, dv], updated in place
+  uint16_t* state_f16 = nullptr;  // or this, in IEEE half (then state is null)
   float* out = nullptr;
 };
 struct GatedDeltaKernels {
@@ -77,6 +89,9 @@ struct GatedDeltaKernels {
   void (*silu)(float* v, int64_t n);  // in place
   // The recurrence and GatedRMSNorm of value heads [h0, h1) of one batch row, all tokens.
   void (*heads)(const GatedDeltaHeadArgs& args, int64_t row, int64_t h0, int64_t h1);
+  // IEEE half <-> fp32 (round to nearest even), for fp16 states.
+  void (*widen)(const uint16_t* src, float* dst, int64_t n);
+  void (*narrow)(const float* src, uint16_t* dst, int64_t n);
 };
 const GatedDeltaKernels& gated_delta_kernels_portable();
 const GatedDeltaKernels& gated_delta_kernels_avx2();

@@ -5,7 +5,7 @@
 namespace deltagen::kernels {
 
 const GatedDeltaKernels& gated_delta_kernels_avx2() {
-  static const GatedDeltaKernels k{conv_silu_range, silu_loop, heads_with_loops};
+  static const GatedDeltaKernels k{conv_silu_range, silu_loop, heads_with_loops, widen_f16, narrow_f16};
   return k;
 }
 

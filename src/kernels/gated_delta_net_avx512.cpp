@@ -3,6 +3,10 @@
 // up to 128 (a multiple of 16; Qwen3.5 has 128) the recurrence keeps a row's
 // worth of delta and o in registers: the compiler's version of the same loops
 // went through memory for both on every row of S and ran ~3x slower.
+// GCC 12's AVX-512 intrinsic headers trip -Wmaybe-uninitialized on their own
+// _mm512_undefined_* placeholders (GCC bug 105593), here in the fp16 state
+// conversions; nothing is uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "kernels/gated_delta_net_impl.h"
@@ -10,20 +14,44 @@
 namespace deltagen::kernels {
 namespace {
 
-// V = dv / 16 zmm registers per row of S.
-template <int V>
-void delta_rule_registers(float* state, const float* q, const float* k, const float* v, float decay, float beta,
-                          float* o, int64_t dk, bool cold, const float* next) {
+// A row of 16 state values, as fp32 in registers, from fp32 or IEEE-half storage.
+template <typename T>
+inline __m512 load16(const T* p) {
+  if constexpr (sizeof(T) == 2)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  else
+    return _mm512_loadu_ps(p);
+}
+template <typename T>
+inline void store16(T* p, __m512 v) {
+  if constexpr (sizeof(T) == 2)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  else
+    _mm512_storeu_ps(p, v);
+}
+
+// V = dv / 16 zmm registers per row of S. T = float, or uint16_t for an fp16
+// state run directly (one token: the same arithmetic as widening it first,
+// then rounding the result back, without the scratch's two extra passes).
+// Prefetching works in bytes: `next` holds `next_rows` rows of 16 V floats'
+// worth of bytes (delta_rule_loops).
+template <int V, typename T>
+void delta_rule_registers(T* state, const float* q, const float* k, const float* v, float decay, float beta,
+                          float* o, int64_t dk, bool cold, const void* next, int64_t next_rows) {
+  constexpr int64_t kRowBytes = V * 16 * int64_t(sizeof(T)), kPrefetchBytes = kPrefetchFloats * 4;
+  const char* bytes = reinterpret_cast<const char*>(state);
+  const char* next_bytes = static_cast<const char*>(next);
+  const int64_t next_lines_per_row = (V * 64 + 63) / 64;  // next_rows rows of V*64 bytes
   __m512 acc[V];
   for (int r = 0; r < V; ++r) acc[r] = _mm512_setzero_ps();
   if (cold)
-    for (int64_t f = 0; f < std::min<int64_t>(dk * V * 16, kPrefetchFloats); f += 16) _mm_prefetch(reinterpret_cast<const char*>(state + f), _MM_HINT_T0);
+    for (int64_t f = 0; f < std::min<int64_t>(dk * kRowBytes, kPrefetchBytes); f += 64) _mm_prefetch(bytes + f, _MM_HINT_T0);
   for (int64_t i = 0; i < dk; ++i) {  // acc = S^T k
-    const float* srow = state + i * V * 16;
+    const T* srow = state + i * V * 16;
     if (cold)
-      for (int r = 0; r < V; ++r) _mm_prefetch(reinterpret_cast<const char*>(srow + kPrefetchFloats + 16 * r), _MM_HINT_T0);
+      for (int64_t f = 0; f < kRowBytes; f += 64) _mm_prefetch(bytes + i * kRowBytes + kPrefetchBytes + f, _MM_HINT_T0);
     const __m512 ki = _mm512_set1_ps(k[i]);
-    for (int r = 0; r < V; ++r) acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(srow + 16 * r), ki, acc[r]);
+    for (int r = 0; r < V; ++r) acc[r] = _mm512_fmadd_ps(load16(srow + 16 * r), ki, acc[r]);
   }
   const __m512 vdecay = _mm512_set1_ps(decay), vbeta = _mm512_set1_ps(beta);
   __m512 delta[V];
@@ -31,13 +59,13 @@ void delta_rule_registers(float* state, const float* q, const float* k, const fl
     delta[r] = _mm512_mul_ps(vbeta, _mm512_fnmadd_ps(vdecay, acc[r], _mm512_loadu_ps(v + 16 * r)));
   for (int r = 0; r < V; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < dk; ++i) {  // S = decay S + k delta^T;  acc = S^T q
-    float* srow = state + i * V * 16;
-    if (cold && next)
-      for (int r = 0; r < V; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + i * V * 16 + 16 * r), _MM_HINT_T0);
+    T* srow = state + i * V * 16;
+    if (next_bytes && i < next_rows)
+      for (int64_t l = 0; l < next_lines_per_row; ++l) _mm_prefetch(next_bytes + (i * next_lines_per_row + l) * 64, _MM_HINT_T0);
     const __m512 ki = _mm512_set1_ps(k[i]), qi = _mm512_set1_ps(q[i]);
     for (int r = 0; r < V; ++r) {
-      const __m512 updated = _mm512_fmadd_ps(vdecay, _mm512_loadu_ps(srow + 16 * r), _mm512_mul_ps(ki, delta[r]));
-      _mm512_storeu_ps(srow + 16 * r, updated);
+      const __m512 updated = _mm512_fmadd_ps(vdecay, load16(srow + 16 * r), _mm512_mul_ps(ki, delta[r]));
+      store16(srow + 16 * r, updated);
       acc[r] = _mm512_fmadd_ps(updated, qi, acc[r]);
     }
   }
@@ -45,13 +73,26 @@ void delta_rule_registers(float* state, const float* q, const float* k, const fl
 }
 
 void delta_rule_avx512(float* state, const float* q, const float* k, const float* v, float decay, float beta,
-                       float* o, int64_t dk, int64_t dv, bool cold, const float* next) {
+                       float* o, int64_t dk, int64_t dv, bool cold, const float* next, int64_t next_rows) {
   switch (dv) {
-    case 16: return delta_rule_registers<1>(state, q, k, v, decay, beta, o, dk, cold, next);
-    case 32: return delta_rule_registers<2>(state, q, k, v, decay, beta, o, dk, cold, next);
-    case 64: return delta_rule_registers<4>(state, q, k, v, decay, beta, o, dk, cold, next);
-    case 128: return delta_rule_registers<8>(state, q, k, v, decay, beta, o, dk, cold, next);
-    default: return delta_rule_loops(state, q, k, v, decay, beta, o, dk, dv, cold, next);
+    case 16: return delta_rule_registers<1>(state, q, k, v, decay, beta, o, dk, cold, next, next_rows);
+    case 32: return delta_rule_registers<2>(state, q, k, v, decay, beta, o, dk, cold, next, next_rows);
+    case 64: return delta_rule_registers<4>(state, q, k, v, decay, beta, o, dk, cold, next, next_rows);
+    case 128: return delta_rule_registers<8>(state, q, k, v, decay, beta, o, dk, cold, next, next_rows);
+    default: return delta_rule_loops(state, q, k, v, decay, beta, o, dk, dv, cold, next, next_rows);
+  }
+}
+
+// One token on an fp16 state in place, for the register-blocked head dims.
+bool delta_rule_f16_avx512(uint16_t* state, const float* q, const float* k, const float* v, float decay, float beta,
+                           float* o, int64_t dk, int64_t dv, const uint16_t* next) {
+  const int64_t next_rows = (dk + 1) / 2;  // half-size rows, in fp32 rows' bytes
+  switch (dv) {
+    case 16: delta_rule_registers<1>(state, q, k, v, decay, beta, o, dk, true, next, next_rows); return true;
+    case 32: delta_rule_registers<2>(state, q, k, v, decay, beta, o, dk, true, next, next_rows); return true;
+    case 64: delta_rule_registers<4>(state, q, k, v, decay, beta, o, dk, true, next, next_rows); return true;
+    case 128: delta_rule_registers<8>(state, q, k, v, decay, beta, o, dk, true, next, next_rows); return true;
+    default: return false;
   }
 }
 
@@ -131,13 +172,13 @@ void conv_silu_avx512(const GatedDeltaShape& s, const GatedDeltaTensors& t, int6
 }
 
 void heads_avx512(const GatedDeltaHeadArgs& args, int64_t row, int64_t h0, int64_t h1) {
-  gated_delta_heads(args, row, h0, h1, delta_rule_avx512);
+  gated_delta_heads(args, row, h0, h1, delta_rule_avx512, delta_rule_f16_avx512);
 }
 
 }  // namespace
 
 const GatedDeltaKernels& gated_delta_kernels_avx512() {
-  static const GatedDeltaKernels k{conv_silu_avx512, silu_loop, heads_avx512};
+  static const GatedDeltaKernels k{conv_silu_avx512, silu_loop, heads_avx512, widen_f16, narrow_f16};
   return k;
 }
 

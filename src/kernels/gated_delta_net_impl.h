@@ -9,13 +9,53 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/causal_conv.h"
 #include "kernels/fast_exp.h"
 #include "kernels/gated_delta_net.h"
+#include "util/half.h"
 
 namespace deltagen::kernels {
 namespace {
+
+// IEEE half <-> fp32 with the conversion instructions where the file's
+// instruction set has them (F16C comes with AVX2 and AVX-512 here), else
+// util/half.h; all round to nearest even, so every level stores the same bits.
+// `widen` reads a head's state from DRAM: it keeps a prefetch ~4 KiB ahead.
+inline void widen_f16(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(src + i) + 4096, _MM_HINT_T0);
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+  }
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    if (i % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(src + i) + 4096, _MM_HINT_T0);
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+}
+
+inline void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
 
 // v <- v * sigmoid(v): a loop the compiler vectorizes with AVX2/AVX-512;
 // baseline x86-64 would leave it scalar (~30x slower), so there the SSE2 one.
@@ -99,11 +139,12 @@ constexpr int64_t kPrefetchFloats = 1024;
 // One token of the gated delta rule on one head's state S [dk, dv]:
 //   S <- decay S;  delta = beta (v - S^T k);  S += k (x) delta;  o = S^T q
 // in two passes over S (the second needs all of delta). `cold`: S was last
-// touched a whole decode step ago, so it comes from DRAM; then `next` (the
-// state the caller does next, or null) is prefetched during the second pass,
-// which runs from cache, so that DRAM keeps streaming while this one computes.
+// touched a whole decode step ago, so it comes from DRAM. `next` (the state
+// the caller does next, or null) is prefetched during the second pass, which
+// runs from cache, so that DRAM keeps streaming while this one computes: its
+// first `next_rows` rows of dv floats (fewer than dk when it is fp16).
 inline void delta_rule_loops(float* state, const float* q, const float* k, const float* v, float decay, float beta,
-                             float* o, int64_t dk, int64_t dv, bool cold, const float* next) {
+                             float* o, int64_t dk, int64_t dv, bool cold, const float* next, int64_t next_rows) {
   float kv[kMaxDeltaHeadDim], delta[kMaxDeltaHeadDim];
   for (int64_t j = 0; j < dv; ++j) kv[j] = 0;
   if (cold)  // start the first rows' lines
@@ -120,7 +161,7 @@ inline void delta_rule_loops(float* state, const float* q, const float* k, const
   for (int64_t i = 0; i < dk; ++i) {
     const float ki = k[i], qi = q[i];
     float* srow = state + i * dv;
-    if (cold && next)
+    if (next && i < next_rows)
       for (int64_t f = 0; f < dv; f += 16) __builtin_prefetch(next + i * dv + f);
     for (int64_t j = 0; j < dv; ++j) {
       const float updated = decay * srow[j] + ki * delta[j];
@@ -130,14 +171,31 @@ inline void delta_rule_loops(float* state, const float* q, const float* k, const
   }
 }
 
-// `recurrence` is delta_rule_loops or an ISA's faster version with its arguments.
-template <typename Recurrence>
-inline void gated_delta_head(const GatedDeltaHeadArgs& p, int64_t row, int64_t h, const float* next,
-                             Recurrence recurrence) {
+// An ISA's direct fp16 recurrence for one token (bool(uint16_t* state, q, k,
+// v, decay, beta, o, dk, dv, const uint16_t* next)): false when it does not
+// take these head dims. The portable one takes none.
+inline bool no_direct_f16(uint16_t*, const float*, const float*, const float*, float, float, float*, int64_t, int64_t,
+                          const uint16_t*) {
+  return false;
+}
+
+// `recurrence` is delta_rule_loops or an ISA's faster version with its
+// arguments; `direct_f16` as above. `next`: the state of the head the caller
+// does next (fp32 or fp16, as the states are), or null.
+template <typename Recurrence, typename DirectF16>
+inline void gated_delta_head(const GatedDeltaHeadArgs& p, int64_t row, int64_t h, const void* next,
+                             Recurrence recurrence, DirectF16 direct_f16) {
   const GatedDeltaShape& s = p.s;
-  const int64_t dk = s.dk, dv = s.dv, c = s.conv_dim();
+  const int64_t dk = s.dk, dv = s.dv, c = s.conv_dim(), head_size = dk * dv;
   const int64_t kh = h / (s.nv / s.nk);
-  float* state = p.state + (row * s.nv + h) * dk * dv;  // [dk, dv]: row i belongs to key dim i
+  const int64_t offset = (row * s.nv + h) * head_size;  // [dk, dv]: row i belongs to key dim i
+  // An fp16 state runs directly when it is one token and the ISA has a direct
+  // version; otherwise widened into a per-thread scratch (64 KiB for Qwen3.5,
+  // in L2) for all tokens and rounded back once: the same arithmetic either way.
+  thread_local std::vector<float> scratch;
+  float* state = p.state ? p.state + offset : nullptr;
+  bool widened = false;
+  const int64_t next_rows = p.state_f16 ? (dk + 1) / 2 : dk;  // fp16: half-size rows, in fp32 rows' bytes
   float q[kMaxDeltaHeadDim], k[kMaxDeltaHeadDim], o[kMaxDeltaHeadDim];
   for (int64_t t = 0; t < s.seq; ++t) {
     const int64_t token = row * s.seq + t;
@@ -151,7 +209,19 @@ inline void gated_delta_head(const GatedDeltaHeadArgs& p, int64_t row, int64_t h
     const float decay = std::exp(p.neg_exp_a[h] * softplus(p.a[token * s.nv + h] + p.dt_bias[h]));
     const float beta = 1.0f / (1.0f + std::exp(-p.b[token * s.nv + h]));
 
-    recurrence(state, q, k, v, decay, beta, o, dk, dv, t == 0, next);
+    // Only the first token finds the state in DRAM, and prefetches the next one.
+    const bool first = t == 0;
+    if (!(p.state_f16 && s.seq == 1 &&
+          direct_f16(p.state_f16 + offset, q, k, v, decay, beta, o, dk, dv, static_cast<const uint16_t*>(next)))) {
+      if (p.state_f16 && !widened) {
+        if (int64_t(scratch.size()) < head_size) scratch.resize(size_t(head_size));
+        state = scratch.data();
+        widen_f16(p.state_f16 + offset, state, head_size);
+        widened = true;
+      }
+      recurrence(state, q, k, v, decay, beta, o, dk, dv, first && !widened,
+                 first ? static_cast<const float*>(next) : nullptr, next_rows);
+    }
 
     // GatedRMSNorm over this head's dv values.
     float sum = 0;
@@ -161,21 +231,25 @@ inline void gated_delta_head(const GatedDeltaHeadArgs& p, int64_t row, int64_t h
     float* out = p.out + token * s.nv * dv + h * dv;
     for (int64_t j = 0; j < dv; ++j) out[j] = o[j] * r * p.norm_w[j] * gate[j];
   }
+  if (widened) narrow_f16(state, p.state_f16 + offset, head_size);
 }
 
 // Heads [h0, h1) of one batch row, in order, each prefetching the next's state.
-template <typename Recurrence>
+template <typename Recurrence, typename DirectF16>
 inline void gated_delta_heads(const GatedDeltaHeadArgs& p, int64_t row, int64_t h0, int64_t h1,
-                              Recurrence recurrence) {
+                              Recurrence recurrence, DirectF16 direct_f16) {
   const int64_t head_size = p.s.dk * p.s.dv;
   for (int64_t h = h0; h < h1; ++h) {
-    const float* next = h + 1 < h1 ? p.state + (row * p.s.nv + h + 1) * head_size : nullptr;
-    gated_delta_head(p, row, h, next, recurrence);
+    const int64_t next = (row * p.s.nv + h + 1) * head_size;
+    const void* next_state = h + 1 >= h1 ? nullptr
+                             : p.state_f16 ? static_cast<const void*>(p.state_f16 + next)
+                                           : static_cast<const void*>(p.state + next);
+    gated_delta_head(p, row, h, next_state, recurrence, direct_f16);
   }
 }
 
 inline void heads_with_loops(const GatedDeltaHeadArgs& args, int64_t row, int64_t h0, int64_t h1) {
-  gated_delta_heads(args, row, h0, h1, delta_rule_loops);
+  gated_delta_heads(args, row, h0, h1, delta_rule_loops, no_direct_f16);
 }
 
 }  // namespace

@@ -61,26 +61,45 @@ OrtStatusPtr GatedDeltaNetKernel::ComputeV2(OrtKernelContext* context) noexcept 
     s.dk = key_width / (2 * nk_);
     if (s.dk > kernels::kMaxDeltaHeadDim || s.dv > kernels::kMaxDeltaHeadDim) fail(kOp, "head dim above 512");
 
-    auto expect = [&](size_t index, const std::vector<int64_t>& want, const char* what) {
+    auto checked = [&](size_t index, const std::vector<int64_t>& want, const char* what) {
       Ort::ConstValue v = ctx.GetInput(index);
       if (shape_of(v) != want) fail(kOp, std::string(what) + " has the wrong shape");
-      return v.GetTensorData<float>();
+      return v;
+    };
+    auto expect = [&](size_t index, const std::vector<int64_t>& want, const char* what) {
+      return checked(index, want, what).GetTensorData<float>();
     };
     const int64_t st = taps_ - 1;
     kernels::GatedDeltaTensors t;
     t.x = x.GetTensorData<float>();
     t.conv_w_t = conv_w_t_.data();
-    t.conv_past = expect(kConvPast, {s.batch, channels_, st}, "conv past_state");
+    const std::vector<int64_t> conv_shape = {s.batch, channels_, st}, state_shape = {s.batch, nv_, s.dk, s.dv};
+    Ort::ConstValue conv_past = checked(kConvPast, conv_shape, "conv past_state");
+    Ort::ConstValue state_past = checked(kStatePast, state_shape, "recurrent past_state");
+    const auto state_type = state_past.GetTensorTypeAndShapeInfo().GetElementType();
+    if (conv_past.GetTensorTypeAndShapeInfo().GetElementType() != state_type ||
+        (state_type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT && state_type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16))
+      fail(kOp, "the conv and recurrent states must both be float or both float16");
+    const bool f16 = state_type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
     t.z = z.GetTensorData<float>();
     t.a = expect(kA, {s.batch, s.seq, nv_}, "a");
     t.b = expect(kB, {s.batch, s.seq, nv_}, "b");
     t.dt_bias = expect(kDtBias, {nv_}, "dt_bias");
     t.neg_exp_a = expect(kNegExpA, {nv_}, "-exp(A_log)");
-    t.state_past = expect(kStatePast, {s.batch, nv_, s.dk, s.dv}, "recurrent past_state");
     t.norm_w = expect(kNormWeight, {s.dv}, "norm weight");
     t.out = ctx.GetOutput(0, zd).GetTensorMutableData<float>();
-    t.conv_present = ctx.GetOutput(1, {s.batch, channels_, st}).GetTensorMutableData<float>();
-    t.state_present = ctx.GetOutput(2, {s.batch, nv_, s.dk, s.dv}).GetTensorMutableData<float>();
+    Ort::UnownedValue conv_present = ctx.GetOutput(1, conv_shape), state_present = ctx.GetOutput(2, state_shape);
+    if (f16) {
+      t.conv_past_f16 = conv_past.GetTensorData<uint16_t>();
+      t.state_past_f16 = state_past.GetTensorData<uint16_t>();
+      t.conv_present_f16 = conv_present.GetTensorMutableData<uint16_t>();
+      t.state_present_f16 = state_present.GetTensorMutableData<uint16_t>();
+    } else {
+      t.conv_past = conv_past.GetTensorData<float>();
+      t.state_past = state_past.GetTensorData<float>();
+      t.conv_present = conv_present.GetTensorMutableData<float>();
+      t.state_present = state_present.GetTensorMutableData<float>();
+    }
     kernels::gated_delta_net(s, {scale_, epsilon_}, t, OrtParallel(ctx));
     return nullptr;
   } catch (const std::exception& e) {

@@ -9,6 +9,8 @@
 //         3 z [B,S,nv*dv]  4 a [B,S,nv]  5 b [B,S,nv]  6 dt_bias [nv]  7 -exp(A_log) [nv]
 //         8 recurrent past_state [B,nv,dk,dv]  9 norm weight [dv]
 // outputs 0 [B,S,nv*dv] (out_proj's input)  1 conv present_state  2 recurrent present_state
+// The states (inputs 2 and 8, outputs 1 and 2) are all float or all float16
+// (a --state-dtype fp16 build, whose state Casts the fusion takes in).
 // attributes q_num_heads (nk), kv_num_heads (nv), scale (0: 1/sqrt(dk)), epsilon
 #pragma once
 #include <vector>
@@ -33,10 +35,15 @@ struct GatedDeltaNetOp : Ort::CustomOpBase<GatedDeltaNetOp, GatedDeltaNetKernel,
   OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const noexcept;
   const char* GetName() const { return "GatedDeltaNet"; }
 
+  // The two states are float or float16 (both the same; checked when it runs).
   size_t GetInputTypeCount() const { return 10; }
-  ONNXTensorElementDataType GetInputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+  ONNXTensorElementDataType GetInputType(size_t index) const {
+    return index == 2 || index == 8 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
   size_t GetOutputTypeCount() const { return 3; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+  ONNXTensorElementDataType GetOutputType(size_t index) const {
+    return index == 0 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  }
 
   GatedDeltaNetOp() { OrtCustomOp::InferOutputShapeFn = &GatedDeltaNetOp::infer_output_shape; }
   // output 0: z's type and shape; 1: the conv past_state's; 2: the recurrent past_state's.

@@ -57,6 +57,8 @@ class GraphIndex {
     }
     for (const auto& out : graph.output()) ++uses_[out.name()];  // a graph output is never private
     for (const auto& t : graph.initializer()) initializer_[t.name()] = &t;
+    for (const auto& in : graph.input())
+      if (in.type().has_tensor_type()) input_type_[in.name()] = in.type().tensor_type().elem_type();
   }
 
   // The node computing `value` as its output `index`, when it has that op type and domain.
@@ -72,8 +74,10 @@ class GraphIndex {
   // The one node reading a private value (see private_value).
   const onnx::NodeProto* reader(const std::string& value, const char* op, const char* domain,
                                 int* node_index) const {
-    if (!private_value(value)) return nullptr;
-    const int n = reader_.at(value);
+    // (A graph output nothing reads also counts one use: it has no reader.)
+    auto it = reader_.find(value);
+    if (!private_value(value) || it == reader_.end()) return nullptr;
+    const int n = it->second;
     const auto& node = graph_.node(n);
     if (node.op_type() != op || node.domain() != domain) return nullptr;
     *node_index = n;
@@ -104,6 +108,11 @@ class GraphIndex {
     auto it = initializer_.find(value);
     return it == initializer_.end() ? nullptr : it->second;
   }
+  // The element type of a graph input (onnx::TensorProto_DataType), 0 for any other value.
+  int graph_input_type(const std::string& value) const {
+    auto it = input_type_.find(value);
+    return it == input_type_.end() ? 0 : it->second;
+  }
 
  private:
   const onnx::GraphProto& graph_;
@@ -111,6 +120,7 @@ class GraphIndex {
   std::unordered_map<std::string, int> uses_;
   std::unordered_map<std::string, int> reader_;  // the last node reading each value
   std::unordered_map<std::string, const onnx::TensorProto*> initializer_;
+  std::unordered_map<std::string, int> input_type_;
 };
 
 // Drops every match that shares a node with an earlier one: in a graph where
