@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -45,6 +46,40 @@ TEST(Sampling, GreedyTakesTheFirstLargestLogit) {
   Sampler sampler(SamplingOptions{}, 4, 0);
   EXPECT_EQ(sampler.next(logits.data()), 1);
   EXPECT_EQ(argmax(logits.data(), 4), 1);
+}
+
+// argmax works in blocks of 1024 with 16 running maxima: every position
+// (lane, block edge, tail), ties across blocks, NaN and -inf, against a scan.
+TEST(Sampling, ArgmaxMatchesAScanAtEveryPosition) {
+  auto scan = [](const std::vector<float>& v) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < int64_t(v.size()); ++i)
+      if (v[size_t(i)] > v[size_t(best)]) best = i;
+    return best;
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-10.0f, 10.0f);
+  for (int64_t n : {1, 15, 16, 17, 1023, 1024, 1025, 3000}) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = dist(rng);
+    for (int64_t at : {int64_t(0), n / 2, n - 1, std::min<int64_t>(n - 1, 1024), std::min<int64_t>(n - 1, 1039)}) {
+      std::vector<float> w = v;
+      w[size_t(at)] = 50.0f;
+      EXPECT_EQ(argmax(w.data(), n), at) << "n " << n << " at " << at;
+      if (at + 1 < n) {  // a tie later, in the same or another block: the first wins
+        w[size_t(n - 1)] = 50.0f;
+        EXPECT_EQ(argmax(w.data(), n), scan(w)) << "tie, n " << n << " at " << at;
+      }
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> odd(2100, -inf);
+  EXPECT_EQ(argmax(odd.data(), 2100), 0);  // all -inf: the first
+  odd[7] = nan;
+  odd[1500] = -3.0f;
+  EXPECT_EQ(argmax(odd.data(), 2100), 1500);  // NaN never wins
+  odd[0] = nan;
+  EXPECT_EQ(argmax(odd.data(), 2100), scan(odd));  // NaN first: nothing compares greater
 }
 
 TEST(Sampling, TopK1IsGreedy) {

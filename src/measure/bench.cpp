@@ -10,6 +10,7 @@
 #include "measure/corpus.h"
 #include "measure/progress.h"
 #include "runtime/generator.h"
+#include "runtime/sampling.h"
 #include "runtime/session.h"
 #include "util/error.h"
 
@@ -30,14 +31,6 @@ void validate(const BenchOptions& o) {
 }
 
 namespace {
-
-// Lowest index on ties, like the runtime's greedy decoding.
-int64_t argmax(const float* row, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (row[i] > row[best]) best = i;
-  return best;
-}
 
 // One loaded model with its generator and prompt, ready to run.
 class Bench {
@@ -89,10 +82,13 @@ class Bench {
     r.ttft_seconds = now_seconds() - t0;
 
     r.step_seconds.reserve(size_t(std::max<int64_t>(o.gen_tokens - 2, 0)));
+    // Decode as generation does (generation.cpp): Generator::step, whose
+    // logits are a view of the bound output (forward() copies them, 1 MB a
+    // step at Qwen3.5's vocabulary).
     for (int64_t step = 1; step < o.gen_tokens; ++step) {
       t0 = now_seconds();
-      logits = generator_->forward(tokens_, false);
-      pick_tokens(logits);
+      const LogitsView view = generator_->step(tokens_);
+      for (int64_t b = 0; b < view.batch; ++b) tokens_[size_t(b)] = argmax(view.row(b, 0), view.vocab);
       const double dt = now_seconds() - t0;
       if (step == 1) r.first_step_seconds = dt;
       else r.step_seconds.push_back(dt);
