@@ -36,6 +36,13 @@ inline constexpr int kDeltagenOpsetVersion = 1;
 // (swiglu_fusion.h): A is the MLP's [gate | up], 2K wide, and the op
 // computes silu(gate) * up before the product.
 inline constexpr const char* kSwigluAttribute = "deltagen_swiglu";
+// deltagen.MatMulNBits attributes set by the load-time rewrite
+// (rmsnorm_fusion.h): A is the input of the (Skip)SimplifiedLayerNormalization
+// that fed the op, which applies it first (kernels/rms_norm.h) with input 6
+// the optional skip and input 7 the norm weight. kRmsNormAttribute: 1, or 2
+// when the op also writes the residual sum A + skip as output 1.
+inline constexpr const char* kRmsNormAttribute = "deltagen_rmsnorm";
+inline constexpr const char* kRmsNormEpsilonAttribute = "deltagen_rmsnorm_epsilon";
 
 inline constexpr const char* kConfigMaxLevel = "deltagen.matmul.max_level";
 inline constexpr const char* kConfigAmxMinRows = "deltagen.matmul.amx_min_rows";

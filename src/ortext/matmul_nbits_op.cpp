@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/rms_norm.h"
 #include "kernels/swiglu.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/kernel_attributes.h"
@@ -15,7 +16,7 @@
 namespace deltagen::ortext {
 namespace {
 
-enum Input : size_t { kA = 0, kB = 1, kScales = 2, kZeroPoints = 3, kGIdx = 4, kBias = 5 };
+enum Input : size_t { kA = 0, kB = 1, kScales = 2, kZeroPoints = 3, kGIdx = 4, kBias = 5, kSkip = 6, kNormWeight = 7 };
 
 
 bool input_present(const Ort::ConstKernelInfo& info, size_t index) {
@@ -39,6 +40,11 @@ MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
   kernels::check_supported(shape_);
   if (input_present(info, kGIdx)) fail("deltagen.MatMulNBits", "g_idx is not supported");
   swiglu_ = attribute_or<int64_t>(info, kSwigluAttribute, 0) != 0;
+  rmsnorm_ = attribute_or<int64_t>(info, kRmsNormAttribute, 0);
+  rmsnorm_epsilon_ = attribute_or<float>(info, kRmsNormEpsilonAttribute, 0.0f);
+  if (rmsnorm_ < 0 || rmsnorm_ > 2 || (rmsnorm_ && swiglu_) || !(rmsnorm_epsilon_ >= 0))
+    fail("deltagen.MatMulNBits", "bad deltagen_rmsnorm attributes");
+  if (rmsnorm_ && !input_present(info, kNormWeight)) fail("deltagen.MatMulNBits", "the folded norm has no weight");
 
   const Ort::KeyValuePairs config = info.GetConfigEntries();
   if (const char* v = config.GetValue(kConfigMaxLevel)) {
@@ -125,6 +131,28 @@ OrtStatusPtr MatMulNBitsKernel::ComputeV2(OrtKernelContext* context) noexcept {
       kernels::swiglu(a_data, m, shape_.k, activated.data(), config_.level);
       a_data = activated.data();
     }
+    if (rmsnorm_) {
+      const float* skip = nullptr;
+      if (ctx.GetInputCount() > kSkip) {
+        Ort::ConstValue s = ctx.GetInput(kSkip);
+        if (s) {
+          check_size("the norm's skip", s.GetTensorTypeAndShapeInfo().GetElementCount(), m * shape_.k);
+          skip = s.GetTensorData<float>();
+        }
+      }
+      Ort::ConstValue w = ctx.GetInput(kNormWeight);
+      check_size("the norm's weight", w.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.k);
+      float* sum = nullptr;
+      if (rmsnorm_ == 2) {
+        dims.back() = shape_.k;
+        sum = ctx.GetOutput(1, dims).GetTensorMutableData<float>();
+      }
+      std::vector<float>& normed = m <= 4 ? decode_rows : prompt_rows;
+      normed.resize(size_t(m * shape_.k));
+      kernels::rms_norm_rows(a_data, skip, w.GetTensorData<float>(), m, shape_.k, rmsnorm_epsilon_, sum, normed.data(),
+                             OrtParallel(ctx));
+      a_data = normed.data();
+    }
     kernels::matmul_nbits(packed, a_data, m, bias, y.GetTensorMutableData<float>(), OrtParallel(ctx), config_);
     return nullptr;
   } catch (const std::exception& e) {
@@ -151,6 +179,7 @@ ONNXTensorElementDataType MatMulNBitsOp::GetInputType(size_t index) const {
 }
 
 OrtCustomOpInputOutputCharacteristic MatMulNBitsOp::GetInputCharacteristic(size_t index) const {
+  // (The norm weight is required when the rmsnorm attribute is set: checked by the kernel.)
   return index <= kScales ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED
                           : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL;
 }
@@ -164,6 +193,16 @@ OrtStatusPtr MatMulNBitsOp::infer_output_shape(const OrtCustomOp*, OrtShapeInfer
   try {
     OrtTensorTypeAndShapeInfo* a_info = nullptr;  // owned by the context
     Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, kA, &a_info));
+    // A folded norm's residual sum (output 1) is A's type and shape.
+    const OrtOpAttr* norm_attr = nullptr;
+    if (OrtStatus* missing = api.ShapeInferContext_GetAttribute(context, kRmsNormAttribute, &norm_attr)) {
+      api.ReleaseStatus(missing);
+    } else if (norm_attr) {
+      int64_t mode = 0;
+      size_t read = 0;
+      Ort::ThrowOnError(api.ReadOpAttr(norm_attr, ORT_OP_ATTR_INT, &mode, sizeof mode, &read));
+      if (mode == 2) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, 1, a_info));
+    }
     size_t rank = 0;
     Ort::ThrowOnError(api.GetDimensionsCount(a_info, &rank));
     if (rank == 0) return nullptr;  // rank unknown: leave Y's shape unknown

@@ -3,7 +3,8 @@
 // deltagen.GatedDeltaNet node, and the com.microsoft.MatMulNBits,
 // CausalConvWithState and GroupQueryAttention nodes that deltagen's kernels support move to the
 // "deltagen" domain (same inputs, outputs and attributes); then each MLP's
-// SwiGLU is folded into its down_proj. The file on disk is never changed, so
+// SwiGLU is folded into its down_proj and each RMSNorm into the projection
+// it feeds. The file on disk is never changed, so
 // stock ONNX Runtime keeps running it.
 #pragma once
 #include <cstdint>
@@ -29,7 +30,8 @@ struct RewriteOptions {
   // Fusions (need the kernels above): each linear-attention layer's conv ...
   // GatedRMSNorm chain -> one deltagen.GatedDeltaNet node
   // (gated_delta_fusion.h); each MLP's SwiGLU into its down_proj
-  // (swiglu_fusion.h).
+  // (swiglu_fusion.h); each RMSNorm in front of a projection into it
+  // (rmsnorm_fusion.h).
   bool fusions = true;
 };
 
@@ -40,6 +42,7 @@ struct RewriteSummary {
   int64_t attention = 0;     // GroupQueryAttention nodes moved to deltagen
   int64_t gated_delta_net = 0;  // linear-attention layers fused into one deltagen.GatedDeltaNet
   int64_t swiglu = 0;           // down_proj MatMulNBits nodes that took the MLP activation
+  int64_t rmsnorm = 0;          // (Skip)SimplifiedLayerNormalization nodes folded into the MatMulNBits they feed
   std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
 
   int64_t deltagen_nodes() const { return rewritten + causal_conv + attention + gated_delta_net; }
