@@ -122,8 +122,10 @@ Outputs reference(const GatedDeltaShape& s, double scale, double eps, const Inpu
   return r;
 }
 
+// packed: x, z, b, a handed over as column ranges of one [B, S, C + 2 nv + nv dv]
+// tensor (the in_proj output, as the fused node reads it).
 Outputs run_kernel(const GatedDeltaShape& s, float scale, float eps, const Inputs& in, bool in_place,
-                   const kernels::Parallel& parallel, kernels::KernelLevel level) {
+                   const kernels::Parallel& parallel, kernels::KernelLevel level, bool packed = false) {
   std::vector<float> w_t(in.conv_w.size());
   for (int64_t ch = 0; ch < s.conv_dim(); ++ch)
     for (int64_t j = 0; j < s.conv_kernel; ++j)
@@ -146,6 +148,23 @@ Outputs run_kernel(const GatedDeltaShape& s, float scale, float eps, const Input
   t.state_present = r.state_present.data();
   t.norm_w = in.norm_w.data();
   t.out = r.out.data();
+  std::vector<float> in_proj;
+  if (packed) {
+    const int64_t c = s.conv_dim(), zw = s.nv * s.dv, width = c + zw + 2 * s.nv;
+    in_proj.resize(static_cast<size_t>(s.batch * s.seq * width));
+    for (int64_t token = 0; token < s.batch * s.seq; ++token) {
+      float* row = in_proj.data() + token * width;
+      std::copy_n(in.x.data() + token * c, c, row);
+      std::copy_n(in.z.data() + token * zw, zw, row + c);
+      std::copy_n(in.b.data() + token * s.nv, s.nv, row + c + zw);
+      std::copy_n(in.a.data() + token * s.nv, s.nv, row + c + zw + s.nv);
+    }
+    t.in_stride = width;
+    t.x = in_proj.data();
+    t.z = t.x + c;
+    t.b = t.z + zw;
+    t.a = t.b + s.nv;
+  }
   kernels::gated_delta_net(s, {scale, eps}, t, parallel, level);
   return r;
 }
@@ -181,6 +200,11 @@ TEST(GatedDeltaNet, KernelMatchesTheDefinitionAtEveryLevel) {
         expect_close(got.out, want.out, 2e-4, what + " out");
         EXPECT_EQ(got.conv_present, want.conv_present) << what;
         expect_close(got.state_present, want.state_present, 2e-4, what + " state");
+        // The in_proj output read in place of its four slices: the same bits.
+        const Outputs packed = run_kernel(s, in_place ? 0.0f : scale, 1e-6f, in, in_place, serial, level, true);
+        EXPECT_EQ(packed.out, got.out) << what << " packed";
+        EXPECT_EQ(packed.conv_present, got.conv_present) << what << " packed";
+        EXPECT_EQ(packed.state_present, got.state_present) << what << " packed";
       }
     }
   }
@@ -280,12 +304,20 @@ TEST(GatedDeltaNet, GoldenModelFusesEveryLinearAttentionLayer) {
     EXPECT_NE(node.op_type(), "LinearAttention");
     EXPECT_NE(node.op_type(), "GatedRMSNorm");
     EXPECT_NE(node.op_type(), "LpNormalization");
+    if (node.op_type() == "Split") EXPECT_EQ(node.name().find("linear_attn"), std::string::npos) << node.name();
     if (node.op_type() == "GatedDeltaNet") {
       ++fused;
       EXPECT_EQ(node.domain(), "deltagen");
       EXPECT_EQ(node.name().find("/model/layers."), 0u) << node.name();
       ASSERT_EQ(node.output_size(), 3);
       EXPECT_NE(node.output(2).find("recurrent_state"), std::string::npos) << node.output(2);
+      // The in_proj Split went in too: input 0 is the projection's output, z/a/b absent.
+      ASSERT_EQ(node.input_size(), 10);
+      EXPECT_NE(node.input(0).find("in_proj"), std::string::npos) << node.input(0);
+      EXPECT_TRUE(node.input(3).empty() && node.input(4).empty() && node.input(5).empty()) << node.name();
+      bool widths = false;
+      for (const auto& a : node.attribute()) widths |= a.name() == "in_proj_widths" && a.ints_size() == 4;
+      EXPECT_TRUE(widths) << node.name();
     }
   }
   EXPECT_EQ(fused, 3);

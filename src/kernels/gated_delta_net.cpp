@@ -68,7 +68,12 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
   // Scratch, written before it is read (no zero-fill: a prompt's is tens of MB).
   const auto xc = std::make_unique_for_overwrite<float[]>(size_t(tokens * c));
   const auto silu_z = std::make_unique_for_overwrite<float[]>(size_t(tokens * zdim));
-  std::memcpy(silu_z.get(), t.z, size_t(tokens * zdim) * sizeof(float));
+  const int64_t zs = t.z_stride(s);
+  if (zs == zdim)
+    std::memcpy(silu_z.get(), t.z, size_t(tokens * zdim) * sizeof(float));
+  else
+    for (int64_t token = 0; token < tokens; ++token)
+      std::memcpy(silu_z.get() + token * zdim, t.z + token * zs, size_t(zdim) * sizeof(float));
 
   // 1. Conv + SiLU and silu(z), in slices of ~8K multiply-adds (a decode step
   // of Qwen3.5's 6144 channels in three, plus one for z's 2048 SiLUs).
@@ -100,6 +105,7 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
   args.silu_z = silu_z.get();
   args.a = t.a;
   args.b = t.b;
+  args.ab_stride = t.ab_stride(s);
   args.dt_bias = t.dt_bias;
   args.neg_exp_a = t.neg_exp_a;
   args.norm_w = t.norm_w;

@@ -43,6 +43,13 @@ struct GatedDeltaTensors {
   float* state_present = nullptr;    // [B, nv, dk, dv] may alias state_past
   const float* norm_w = nullptr;     // [dv]
   float* out = nullptr;              // [B, S, nv*dv]
+  // > 0: x, z, a and b are column ranges of one [B, S, in_stride] tensor (the
+  // in_proj output, read without its Split), so consecutive tokens of each
+  // are in_stride floats apart.
+  int64_t in_stride = 0;
+  int64_t x_stride(const GatedDeltaShape& s) const { return in_stride ? in_stride : s.conv_dim(); }
+  int64_t z_stride(const GatedDeltaShape& s) const { return in_stride ? in_stride : s.nv * s.dv; }
+  int64_t ab_stride(const GatedDeltaShape& s) const { return in_stride ? in_stride : s.nv; }
 
   // A `--state-dtype fp16` build keeps both states in IEEE half, which halves
   // the recurrent state's DRAM traffic (the largest read of a decode step
@@ -76,6 +83,7 @@ struct GatedDeltaHeadArgs {
   const float* silu_z = nullptr;  // [B, S, nv*dv]
   const float* a = nullptr;
   const float* b = nullptr;
+  int64_t ab_stride = 0;  // floats between tokens of a and of b
   const float* dt_bias = nullptr;
   const float* neg_exp_a = nullptr;
   const float* norm_w = nullptr;

@@ -142,7 +142,7 @@ void conv_silu_avx512(const GatedDeltaShape& s, const GatedDeltaTensors& t, int6
   const int64_t c = s.conv_dim(), vector_end = c0 + (c1 - c0) / 16 * 16;
   const float* w = t.conv_w_t;
   for (int64_t row = 0; row < s.batch; ++row) {
-    const float* x = t.x + row * c;
+    const float* x = t.x + row * t.x_stride(s);
     const float* past = t.conv_past + row * c * 3;
     float* present = t.conv_present + row * c * 3;
     float* y = xc + row * c;

@@ -71,10 +71,10 @@ inline void silu_loop(float* v, int64_t n) {
 // new conv state of those channels. The state is read for all tokens before
 // it is overwritten, so present may alias past.
 void conv_silu_range(const GatedDeltaShape& s, const GatedDeltaTensors& t, int64_t c0, int64_t c1, float* xc) {
-  const int64_t c = s.conv_dim(), kk = s.conv_kernel, st = kk - 1, n = c1 - c0;
+  const int64_t c = s.conv_dim(), kk = s.conv_kernel, st = kk - 1, n = c1 - c0, xs = t.x_stride(s);
   if (s.seq == 1 && t.conv_past) {  // decode: one pass over each channel's taps and state
     for (int64_t row = 0; row < s.batch; ++row) {
-      const float* x = t.x + row * c;
+      const float* x = t.x + row * xs;
       const float* past = t.conv_past + row * c * st;
       float* present = t.conv_present + row * c * st;
       float* y = xc + row * c;
@@ -90,7 +90,7 @@ void conv_silu_range(const GatedDeltaShape& s, const GatedDeltaTensors& t, int64
     return;
   }
   for (int64_t row = 0; row < s.batch; ++row) {
-    const float* x = t.x + row * s.seq * c;
+    const float* x = t.x + row * s.seq * xs;
     const float* past = t.conv_past ? t.conv_past + row * c * st : nullptr;
     // xp(u, ch): the conv's input stream, u < 0 reaching back into the state.
     auto past_at = [&](int64_t u, int64_t ch) { return past ? past[ch * st + (st + u)] : 0.0f; };
@@ -101,7 +101,7 @@ void conv_silu_range(const GatedDeltaShape& s, const GatedDeltaTensors& t, int64
         const int64_t u = tok + j - st;  // stream position tap j reads
         const float* w = t.conv_w_t + j * c;
         if (u >= 0) {
-          const float* xu = x + u * c;
+          const float* xu = x + u * xs;
           for (int64_t ch = c0; ch < c1; ++ch) y[ch] += w[ch] * xu[ch];
         } else {
           for (int64_t ch = c0; ch < c1; ++ch) y[ch] += w[ch] * past_at(u, ch);
@@ -115,7 +115,7 @@ void conv_silu_range(const GatedDeltaShape& s, const GatedDeltaTensors& t, int64
     for (int64_t ch = c0; ch < c1; ++ch)
       for (int64_t i = 0; i < st; ++i) {
         const int64_t u = s.seq + i - st;
-        present[ch * st + i] = u >= 0 ? x[u * c + ch] : past_at(u, ch);
+        present[ch * st + i] = u >= 0 ? x[u * xs + ch] : past_at(u, ch);
       }
   }
 }
@@ -206,8 +206,8 @@ inline void gated_delta_head(const GatedDeltaHeadArgs& p, int64_t row, int64_t h
     const float q_mul = p.scale * inverse_l2(q_in, dk), k_mul = inverse_l2(k_in, dk);
     for (int64_t i = 0; i < dk; ++i) q[i] = q_in[i] * q_mul;
     for (int64_t i = 0; i < dk; ++i) k[i] = k_in[i] * k_mul;
-    const float decay = std::exp(p.neg_exp_a[h] * softplus(p.a[token * s.nv + h] + p.dt_bias[h]));
-    const float beta = 1.0f / (1.0f + std::exp(-p.b[token * s.nv + h]));
+    const float decay = std::exp(p.neg_exp_a[h] * softplus(p.a[token * p.ab_stride + h] + p.dt_bias[h]));
+    const float beta = 1.0f / (1.0f + std::exp(-p.b[token * p.ab_stride + h]));
 
     // Only the first token finds the state in DRAM, and prefetches the next one.
     const bool first = t == 0;

@@ -156,6 +156,21 @@ std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la,
   }
   for (const StateIo* io : {&conv_state, &recurrent}) m.nodes.insert(m.nodes.end(), io->casts.begin(), io->casts.end());
 
+  // x, z, b, a: the four outputs of one Split of the in_proj output, read by
+  // this chain only, in the builder's order: the fused node reads the in_proj
+  // output itself (in_proj_widths).
+  int in_split_index = 0;
+  const int64_t z_width = nv * dv;
+  const std::vector<int64_t> widths = {2 * nk * dk + nv * dv, z_width, nv, nv};
+  const auto* in_split = g.producer(x, "Split", "", 0, &in_split_index);
+  const bool packed = in_split && in_split->output_size() == 4 && in_split->input_size() == 2 &&
+                      (int_or(*in_split, "axis", 0) == -1 || int_or(*in_split, "axis", 0) == 2) &&
+                      g.constant_ints(input(*in_split, 1)) == std::optional(widths) && output(*in_split, 1) == input(*norm, 2) &&
+                      output(*in_split, 2) == input(*gate, 3) && output(*in_split, 3) == input(*gate, 0) &&
+                      g.private_value(x) && g.private_value(output(*in_split, 1)) &&
+                      g.private_value(output(*in_split, 2)) && g.private_value(output(*in_split, 3));
+  if (packed) m.nodes.push_back(in_split_index);
+
   onnx::NodeProto& f = m.fused;
   std::string name = la.name();
   const std::string suffix = "/LinearAttention";
@@ -164,8 +179,11 @@ std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la,
   f.set_name(name + "/GatedDeltaNet");
   f.set_op_type("GatedDeltaNet");
   f.set_domain(kDeltagenDomain);
-  for (const std::string& in : {x, input(*conv, 1), conv_state.past, input(*norm, 2), input(*gate, 0),
-                                input(*gate, 3), input(*gate, 1), input(*gate, 2), recurrent.past, input(*norm, 1)})
+  const std::string none;
+  for (const std::string& in :
+       {packed ? input(*in_split, 0) : x, input(*conv, 1), conv_state.past, packed ? none : input(*norm, 2),
+        packed ? none : input(*gate, 0), packed ? none : input(*gate, 3), input(*gate, 1), input(*gate, 2),
+        recurrent.past, input(*norm, 1)})
     f.add_input(in);
   for (const std::string& out : {output(*norm, 0), conv_state.present, recurrent.present}) f.add_output(out);
   auto add_int = [&](const char* key, int64_t v) {
@@ -184,6 +202,12 @@ std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la,
   add_int("kv_num_heads", nv);
   add_float("scale", scale ? scale->f() : 0.0f);
   add_float("epsilon", eps->f());
+  if (packed) {
+    auto* a = f.add_attribute();
+    a->set_name("in_proj_widths");
+    a->set_type(onnx::AttributeProto_AttributeType_INTS);
+    for (int64_t w : widths) a->add_ints(w);
+  }
   return m;
 }
 

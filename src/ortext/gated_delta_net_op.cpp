@@ -34,6 +34,11 @@ GatedDeltaNetKernel::GatedDeltaNetKernel(const OrtKernelInfo* raw_info) {
   if (wd.size() != 3 || wd[1] != 1 || wd[2] < 1) fail(kOp, "conv weight must be [channels, 1, kernel]");
   channels_ = wd[0];
   taps_ = wd[2];
+  in_proj_widths_ = attributes_or_empty<int64_t>(info, "in_proj_widths");
+  if (!in_proj_widths_.empty() &&
+      (in_proj_widths_.size() != 4 || in_proj_widths_[0] != channels_ || in_proj_widths_[1] < 1 ||
+       in_proj_widths_[1] % nv_ != 0 || in_proj_widths_[2] != nv_ || in_proj_widths_[3] != nv_))
+    fail(kOp, "in_proj_widths must be [channels, nv*dv, nv, nv]");
   const float* src = w.GetTensorData<float>();
   conv_w_t_.resize(size_t(channels_ * taps_));
   for (int64_t c = 0; c < channels_; ++c)
@@ -43,8 +48,17 @@ GatedDeltaNetKernel::GatedDeltaNetKernel(const OrtKernelInfo* raw_info) {
 OrtStatusPtr GatedDeltaNetKernel::ComputeV2(OrtKernelContext* context) noexcept {
   try {
     Ort::KernelContext ctx(context);
-    Ort::ConstValue x = ctx.GetInput(kX), z = ctx.GetInput(kZ);
-    const std::vector<int64_t> xd = shape_of(x), zd = shape_of(z);
+    Ort::ConstValue x = ctx.GetInput(kX);
+    std::vector<int64_t> xd = shape_of(x), zd;
+    const bool packed = !in_proj_widths_.empty();
+    if (packed) {  // [x | z | b | a]: the views below; z's shape is its columns'
+      const int64_t width = in_proj_widths_[0] + in_proj_widths_[1] + 2 * nv_;
+      if (xd.size() != 3 || xd[2] != width) fail(kOp, "the in_proj output must be [batch, seq, " + std::to_string(width) + "]");
+      zd = {xd[0], xd[1], in_proj_widths_[1]};
+      xd[2] = in_proj_widths_[0];
+    } else {
+      zd = shape_of(ctx.GetInput(kZ));
+    }
     if (xd.size() != 3 || zd.size() != 3 || zd[0] != xd[0] || zd[1] != xd[1])
       fail(kOp, "x and z must be [batch, seq, channels] with the same batch and seq");
     kernels::GatedDeltaShape s;
@@ -81,9 +95,17 @@ OrtStatusPtr GatedDeltaNetKernel::ComputeV2(OrtKernelContext* context) noexcept 
         (state_type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT && state_type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16))
       fail(kOp, "the conv and recurrent states must both be float or both float16");
     const bool f16 = state_type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
-    t.z = z.GetTensorData<float>();
-    t.a = expect(kA, {s.batch, s.seq, nv_}, "a");
-    t.b = expect(kB, {s.batch, s.seq, nv_}, "b");
+    if (packed) {
+      const float* in_proj = x.GetTensorData<float>();
+      t.in_stride = in_proj_widths_[0] + in_proj_widths_[1] + 2 * nv_;
+      t.z = in_proj + in_proj_widths_[0];
+      t.b = t.z + in_proj_widths_[1];
+      t.a = t.b + nv_;
+    } else {
+      t.z = ctx.GetInput(kZ).GetTensorData<float>();
+      t.a = expect(kA, {s.batch, s.seq, nv_}, "a");
+      t.b = expect(kB, {s.batch, s.seq, nv_}, "b");
+    }
     t.dt_bias = expect(kDtBias, {nv_}, "dt_bias");
     t.neg_exp_a = expect(kNegExpA, {nv_}, "-exp(A_log)");
     t.norm_w = expect(kNormWeight, {s.dv}, "norm weight");
@@ -117,7 +139,23 @@ OrtStatusPtr GatedDeltaNetOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo*
 }
 
 OrtStatusPtr GatedDeltaNetOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
-  return pass_through_shapes(context, {{kZ, 0}, {kConvPast, 1}, {kStatePast, 2}});
+  const OrtApi& api = Ort::GetApi();
+  const OrtOpAttr* widths = nullptr;
+  if (OrtStatus* missing = api.ShapeInferContext_GetAttribute(context, "in_proj_widths", &widths)) {
+    api.ReleaseStatus(missing);
+    widths = nullptr;
+  }
+  if (!widths) return pass_through_shapes(context, {{kZ, 0}, {kConvPast, 1}, {kStatePast, 2}});
+  try {  // packed: output 0 is input 0's shape with z's width
+    int64_t w[4] = {};
+    size_t read = 0;
+    Ort::ThrowOnError(api.ReadOpAttr(widths, ORT_OP_ATTR_INTS, w, sizeof w, &read));
+    if (read != sizeof w) return Ort::Status("in_proj_widths must have 4 values", ORT_INVALID_ARGUMENT).release();
+    set_float_shape_with_last_dim(context, kX, 0, w[1]);
+  } catch (const std::exception& e) {
+    return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
+  }
+  return pass_through_shapes(context, {{kConvPast, 1}, {kStatePast, 2}});
 }
 
 }  // namespace deltagen::ortext

@@ -1,7 +1,6 @@
 #include "ortext/matmul_nbits_op.h"
 
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "ortext/deltagen_ops.h"
 #include "ortext/kernel_attributes.h"
 #include "ortext/ort_parallel.h"
+#include "ortext/shape_inference.h"
 #include "util/error.h"
 
 namespace deltagen::ortext {
@@ -184,10 +184,6 @@ OrtCustomOpInputOutputCharacteristic MatMulNBitsOp::GetInputCharacteristic(size_
                           : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL;
 }
 
-// Written against the C API: Ort::ShapeInferContext::SetOutputShape (C++
-// header, API 29) marks symbolic dimensions with the value -2, which ORT 1.30's
-// SetDimensions rejects ("dim_values must be -1 ... or larger"), leaving every
-// tensor downstream without a shape.
 OrtStatusPtr MatMulNBitsOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
   const OrtApi& api = Ort::GetApi();
   try {
@@ -203,45 +199,12 @@ OrtStatusPtr MatMulNBitsOp::infer_output_shape(const OrtCustomOp*, OrtShapeInfer
       Ort::ThrowOnError(api.ReadOpAttr(norm_attr, ORT_OP_ATTR_INT, &mode, sizeof mode, &read));
       if (mode == 2) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, 1, a_info));
     }
-    size_t rank = 0;
-    Ort::ThrowOnError(api.GetDimensionsCount(a_info, &rank));
-    if (rank == 0) return nullptr;  // rank unknown: leave Y's shape unknown
-    std::vector<int64_t> dims(rank);
-    std::vector<const char*> symbols(rank, nullptr);
-    Ort::ThrowOnError(api.GetDimensions(a_info, dims.data(), rank));
-    Ort::ThrowOnError(api.GetSymbolicDimensions(a_info, symbols.data(), rank));
-
-    // A dimension ORT knows nothing about (no value, no name) gets a fresh
-    // name: handed back as -1 it would become a literal size downstream.
-    static std::atomic<int64_t> unknown_dims{0};
-    std::vector<std::string> names(rank);
-    for (size_t i = 0; i < rank; ++i) {
-      if (symbols[i] && *symbols[i]) {
-        names[i] = symbols[i];
-        dims[i] = -1;
-      } else if (dims[i] < 0) {
-        names[i] = "deltagen_unknown_" + std::to_string(unknown_dims++);
-      }
-    }
     const OrtOpAttr* n_attr = nullptr;
     Ort::ThrowOnError(api.ShapeInferContext_GetAttribute(context, "N", &n_attr));
     int64_t n = 0;
     size_t written = 0;
     Ort::ThrowOnError(api.ReadOpAttr(n_attr, ORT_OP_ATTR_INT, &n, sizeof n, &written));
-    dims.back() = n;
-    names.back().clear();
-
-    std::vector<const char*> name_ptrs;
-    for (const auto& name : names) name_ptrs.push_back(name.c_str());
-    OrtTensorTypeAndShapeInfo* y_info = nullptr;
-    Ort::ThrowOnError(api.CreateTensorTypeAndShapeInfo(&y_info));
-    std::unique_ptr<OrtTensorTypeAndShapeInfo, void (*)(OrtTensorTypeAndShapeInfo*)> owner(
-        y_info, [](OrtTensorTypeAndShapeInfo* p) { Ort::GetApi().ReleaseTensorTypeAndShapeInfo(p); });
-    for (auto& d : dims) d = std::max<int64_t>(d, -1);
-    Ort::ThrowOnError(api.SetTensorElementType(y_info, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT));
-    Ort::ThrowOnError(api.SetDimensions(y_info, dims.data(), rank));
-    Ort::ThrowOnError(api.SetSymbolicDimensions(y_info, name_ptrs.data(), rank));
-    Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, 0, y_info));
+    set_float_shape_with_last_dim(context, kA, 0, n);  // Y: A's shape with K -> N
     return nullptr;
   } catch (const std::exception& e) {
     return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();

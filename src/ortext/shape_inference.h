@@ -17,4 +17,11 @@ namespace deltagen::ortext {
 OrtStatusPtr pass_through_shapes(OrtShapeInferContext* context,
                                  std::initializer_list<std::pair<size_t, size_t>> input_to_output);
 
+// Output `out` becomes a float tensor of input `in`'s shape with the last
+// dimension `last_dim` (nothing when the input's rank is unknown). Throws
+// Ort::Exception. Symbolic dimensions keep their names and dimensions ORT
+// knows nothing about get fresh ones: handed back as -1 they would become a
+// literal size downstream.
+void set_float_shape_with_last_dim(OrtShapeInferContext* context, size_t in, size_t out, int64_t last_dim);
+
 }  // namespace deltagen::ortext
