@@ -2,16 +2,24 @@
 // (every level this CPU has; decode and prompts continuing a cache, batch rows
 // at different lengths, rotary inside or not), and a model whose attention
 // takes its rotary inside (head_dim 64) run on deltagen's kernels against
-// ORT's own. (The golden runtime tests cover the rotary-outside form.)
+// ORT's own, through the fused gated form (its projection's split, q/k norms and
+// output gate folded in: attention_fusion.h). (The golden runtime tests cover
+// the rotary-outside form, which keeps those nodes.)
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <onnx/onnx_pb.h>
 
 #include "checkpoint/checkpoint.h"
 #include "kernels/attention.h"
 #include "models/build.h"
+#include "ortext/deltagen_ops.h"
+#include "ortext/model_rewrite.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "synth/synth.h"
@@ -120,15 +128,50 @@ TEST(Attention, PositionsBeyondTheCacheAreAnError) {
   EXPECT_THROW(kernels::attention(s, 0.25f, t, kernels::SerialParallel()), Error);
 }
 
-TEST(Attention, RotaryInsideModelMatchesOrtsKernels) {
-  TempDir dir;
+void build_rotary_inside_model(const TempDir& dir) {
   ModelConfig cfg = synth_preset("tiny");
   cfg.head_dim = 64;  // rotary dim 16: the builder puts the rotary inside GroupQueryAttention
   write_synthetic_checkpoint(cfg, SynthOptions{.seed = 3}, dir / "ckpt");
-  {
-    auto ckpt = Checkpoint::open(dir / "ckpt");
-    build_model(*ckpt, BuildOptions{}, dir / "model");
+  auto ckpt = Checkpoint::open(dir / "ckpt");
+  build_model(*ckpt, BuildOptions{}, dir / "model");
+}
+
+TEST(Attention, GatedFormFoldsIntoTheAttentionNode) {
+  TempDir dir;
+  build_rotary_inside_model(dir);
+  auto rewrite = [&](const ortext::RewriteOptions& options, onnx::ModelProto& model) {
+    std::ifstream in(dir / "model" / "model.onnx", std::ios::binary);
+    EXPECT_TRUE(model.ParseFromIstream(&in));
+    return ortext::use_deltagen_kernels(model, options);
+  };
+  onnx::ModelProto fused, per_op;
+  EXPECT_EQ(rewrite({}, fused).gated_attention, 1);  // tiny: one full-attention layer
+  EXPECT_EQ(rewrite({.fusions = false}, per_op).gated_attention, 0);
+  auto attention_nodes = [](const onnx::ModelProto& model) {
+    int n = 0;
+    for (const auto& node : model.graph().node()) n += node.name().find("/attn/") != std::string::npos;
+    return n;
+  };
+  EXPECT_EQ(attention_nodes(per_op) - attention_nodes(fused), 11);
+  int gated = 0;
+  for (const auto& node : fused.graph().node()) {
+    const std::string& name = node.name();
+    if (name.find("/attn/") == std::string::npos) continue;
+    EXPECT_TRUE(node.op_type() == "GroupQueryAttention" || node.op_type() == "MatMul") << name;
+    if (node.op_type() != "GroupQueryAttention") continue;
+    ++gated;
+    ASSERT_EQ(node.input_size(), 11);
+    EXPECT_TRUE(node.input(1).empty() && node.input(2).empty());
+    EXPECT_NE(node.input(0).find("qkv_proj"), std::string::npos) << node.input(0);
+    EXPECT_NE(node.input(9).find("q_norm"), std::string::npos) << node.input(9);
+    EXPECT_NE(node.input(10).find("k_norm"), std::string::npos) << node.input(10);
   }
+  EXPECT_EQ(gated, 1);
+}
+
+TEST(Attention, RotaryInsideModelMatchesOrtsKernels) {
+  TempDir dir;
+  build_rotary_inside_model(dir);
   auto fast = Model::load(dir / "model");
   auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
   EXPECT_EQ(fast->fast_kernel_nodes(), 4);  // 3 fused linear-attention layers + the attention

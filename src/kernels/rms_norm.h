@@ -13,7 +13,7 @@
 namespace deltagen::kernels {
 
 // x, skip (may be null), sum (may be null; written when given), out: [rows, k].
-// out may not alias x or skip; sum may alias neither.
+// out may be x itself (in place) when there is no skip; otherwise no aliasing.
 void rms_norm_rows(const float* x, const float* skip, const float* gamma, int64_t rows, int64_t k, float epsilon,
                    float* sum, float* out, const Parallel& parallel);
 

@@ -44,6 +44,15 @@ inline constexpr const char* kSwigluAttribute = "deltagen_swiglu";
 inline constexpr const char* kRmsNormAttribute = "deltagen_rmsnorm";
 inline constexpr const char* kRmsNormEpsilonAttribute = "deltagen_rmsnorm_epsilon";
 
+// deltagen.GroupQueryAttention attributes set by the load-time rewrite
+// (attention_fusion.h): input 0 is Qwen3.5's packed q_proj | k_proj | v_proj
+// output (kernels/gated_qkv.h) with head dim kGatedQkvAttribute, inputs 1
+// and 2 are absent, inputs 9 and 10 are the q and k norm weights, and output
+// 0 is already multiplied by sigmoid(gate).
+inline constexpr const char* kGatedQkvAttribute = "deltagen_gated_qkv_head_dim";
+inline constexpr const char* kQNormEpsilonAttribute = "deltagen_q_norm_epsilon";
+inline constexpr const char* kKNormEpsilonAttribute = "deltagen_k_norm_epsilon";
+
 inline constexpr const char* kConfigMaxLevel = "deltagen.matmul.max_level";
 inline constexpr const char* kConfigAmxMinRows = "deltagen.matmul.amx_min_rows";
 inline constexpr const char* kConfigCompactScales = "deltagen.matmul.compact_scales";

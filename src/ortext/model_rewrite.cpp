@@ -6,6 +6,7 @@
 
 #include "ortext/deltagen_ops.h"
 #include "ortext/gated_delta_fusion.h"
+#include "ortext/attention_fusion.h"
 #include "ortext/rmsnorm_fusion.h"
 #include "ortext/swiglu_fusion.h"
 
@@ -156,6 +157,7 @@ RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOption
     summary.swiglu = fuse_swiglu_into_matmul(graph);
     summary.rmsnorm = fuse_rmsnorm_into_matmul(graph);
   }
+  if (options.fusions && summary.attention > 0) summary.gated_attention = fuse_gated_attention(graph);
   if (summary.deltagen_nodes() > 0) {
     bool imported = false;
     for (const auto& op : model.opset_import()) imported |= op.domain() == kDeltagenDomain;

@@ -3,9 +3,9 @@
 // deltagen.GatedDeltaNet node, and the com.microsoft.MatMulNBits,
 // CausalConvWithState and GroupQueryAttention nodes that deltagen's kernels support move to the
 // "deltagen" domain (same inputs, outputs and attributes); then each MLP's
-// SwiGLU is folded into its down_proj and each RMSNorm into the projection
-// it feeds. The file on disk is never changed, so
-// stock ONNX Runtime keeps running it.
+// SwiGLU is folded into its down_proj, each RMSNorm into the projection it
+// feeds, and the full-attention layers' small nodes into their attention.
+// The file on disk is never changed, so stock ONNX Runtime keeps running it.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -31,7 +31,8 @@ struct RewriteOptions {
   // GatedRMSNorm chain -> one deltagen.GatedDeltaNet node
   // (gated_delta_fusion.h); each MLP's SwiGLU into its down_proj
   // (swiglu_fusion.h); each RMSNorm in front of a projection into it
-  // (rmsnorm_fusion.h).
+  // (rmsnorm_fusion.h); each full-attention layer's split, q/k norms and
+  // output gate into its attention node (attention_fusion.h).
   bool fusions = true;
 };
 
@@ -43,6 +44,7 @@ struct RewriteSummary {
   int64_t gated_delta_net = 0;  // linear-attention layers fused into one deltagen.GatedDeltaNet
   int64_t swiglu = 0;           // down_proj MatMulNBits nodes that took the MLP activation
   int64_t rmsnorm = 0;          // (Skip)SimplifiedLayerNormalization nodes folded into the MatMulNBits they feed
+  int64_t gated_attention = 0;  // attention nodes that took their projection's split, q/k norms and output gate
   std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
 
   int64_t deltagen_nodes() const { return rewritten + causal_conv + attention + gated_delta_net; }
