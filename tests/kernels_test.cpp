@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -111,6 +112,47 @@ TEST(Kernels, Int8KernelsMatchTheInt8Reference) {
 
 // The int8 path against the exact fp32 result: within the rounding bound of
 // the activation quantization (|a - q*s| <= s/2 per element) and of fp16 scales.
+// The activation quantizer gives the same bits at every level (the AVX-512
+// block and the portable one), NaN and infinities included, and rounds half
+// to even as the definition says.
+TEST(Kernels, ActivationQuantizationIsTheSameAtEveryLevel) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int bs : kBlockSizes)
+    for (int64_t k : {int64_t(bs), int64_t(3 * bs), int64_t(3 * bs + 5), int64_t(1024)}) {
+      std::vector<float> a(static_cast<size_t>(2 * k));
+      for (auto& x : a) x = dist(rng);
+      a[3] = nan;
+      a[size_t(k + 1)] = -inf;
+      if (k > 40) a[40] = 0.0f;
+      QuantizedRows portable, fast;
+      quantize_rows(a.data(), 2, k, k, bs, portable, KernelLevel::Scalar);
+      quantize_rows(a.data(), 2, k, k, bs, fast, KernelLevel::Amx);
+      EXPECT_EQ(portable.values, fast.values) << "bs " << bs << " k " << k;
+      EXPECT_EQ(portable.sums, fast.sums) << "bs " << bs << " k " << k;
+      for (size_t i = 0; i < portable.scales.size(); ++i)
+        EXPECT_TRUE(portable.scales[i] == fast.scales[i] || (std::isnan(portable.scales[i]) && std::isnan(fast.scales[i])));
+      EXPECT_EQ(portable.values[3], 0);  // NaN
+    }
+  // Ties round to even: with max|a| = 127 the scale is 1, so a = q exactly.
+  std::vector<float> ties(32, 0.0f);
+  ties[0] = 127.0f;
+  ties[1] = 2.5f;
+  ties[2] = -2.5f;
+  ties[3] = 3.5f;
+  ties[4] = 126.5f;
+  for (auto level : {KernelLevel::Scalar, KernelLevel::Amx}) {
+    QuantizedRows q;
+    quantize_rows(ties.data(), 1, 32, 32, 32, q, level);
+    EXPECT_EQ(q.values[1], 2);
+    EXPECT_EQ(q.values[2], -2);
+    EXPECT_EQ(q.values[3], 4);
+    EXPECT_EQ(q.values[4], 126);
+    EXPECT_EQ(q.sums[0], 127 + 2 - 2 + 4 + 126);
+  }
+}
+
 TEST(Kernels, Int8PathStaysWithinItsQuantizationBound) {
   std::mt19937 rng(99);
   const KernelLevel level = std::min(supported_level(), KernelLevel::Avx512);
