@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/gated_delta_net_impl.h"
@@ -23,6 +24,26 @@ const GatedDeltaKernels& kernels_for(KernelLevel wanted) {
   if (level >= KernelLevel::Avx2) return gated_delta_kernels_avx2();
   return gated_delta_kernels_portable();
 }
+
+// Scratch for one call, written before it is read (no zero-fill: a prompt's
+// is tens of MB). A decode step's few KB come from a per-thread buffer kept
+// across calls: fresh heap blocks every step were returned to the system and
+// faulted back in, ~20 us of a ~75 us decode call.
+class Scratch {
+ public:
+  float* get(int64_t floats, bool reuse) {
+    if (!reuse) {
+      owned_ = std::make_unique_for_overwrite<float[]>(size_t(floats));
+      return owned_.get();
+    }
+    if (kept_.size() < size_t(floats)) kept_.resize(size_t(floats));
+    return kept_.data();
+  }
+
+ private:
+  std::unique_ptr<float[]> owned_;
+  std::vector<float> kept_;
+};
 
 // The state copied from past to present (zeros without a past) unless they
 // alias, for `elements` states of type T starting at `offset`.
@@ -56,24 +77,26 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
   // fp16 states: the conv state (K-1 values per channel, tens of KiB) runs
   // widened in place in a scratch copy; the recurrent state head by head.
   GatedDeltaTensors tw = t;
-  std::unique_ptr<float[]> conv_widened;
+  const bool decode = tokens <= 8;
+  thread_local Scratch kept_conv, kept_xc, kept_z;
+  Scratch call_conv, call_xc, call_z;
+  float* conv_widened = nullptr;
   if (f16) {
-    conv_widened = std::make_unique_for_overwrite<float[]>(size_t(conv_floats));
+    conv_widened = (decode ? kept_conv : call_conv).get(conv_floats, decode);
     if (t.conv_past_f16)
-      k.widen(t.conv_past_f16, conv_widened.get(), conv_floats);
+      k.widen(t.conv_past_f16, conv_widened, conv_floats);
     else
-      std::fill_n(conv_widened.get(), conv_floats, 0.0f);
-    tw.conv_past = tw.conv_present = conv_widened.get();
+      std::fill_n(conv_widened, conv_floats, 0.0f);
+    tw.conv_past = tw.conv_present = conv_widened;
   }
-  // Scratch, written before it is read (no zero-fill: a prompt's is tens of MB).
-  const auto xc = std::make_unique_for_overwrite<float[]>(size_t(tokens * c));
-  const auto silu_z = std::make_unique_for_overwrite<float[]>(size_t(tokens * zdim));
+  float* const xc = (decode ? kept_xc : call_xc).get(tokens * c, decode);
+  float* const silu_z = (decode ? kept_z : call_z).get(tokens * zdim, decode);
   const int64_t zs = t.z_stride(s);
   if (zs == zdim)
-    std::memcpy(silu_z.get(), t.z, size_t(tokens * zdim) * sizeof(float));
+    std::memcpy(silu_z, t.z, size_t(tokens * zdim) * sizeof(float));
   else
     for (int64_t token = 0; token < tokens; ++token)
-      std::memcpy(silu_z.get() + token * zdim, t.z + token * zs, size_t(zdim) * sizeof(float));
+      std::memcpy(silu_z + token * zdim, t.z + token * zs, size_t(zdim) * sizeof(float));
 
   // 1. Conv + SiLU and silu(z), in slices of ~8K multiply-adds (a decode step
   // of Qwen3.5's 6144 channels in three, plus one for z's 2048 SiLUs).
@@ -85,13 +108,13 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
   parallel.run(size_t(conv_tasks + z_tasks), [&](size_t task) {
     const int64_t i = int64_t(task);
     if (i < conv_tasks) {
-      k.conv(s, tw, i * per_task, std::min(c, (i + 1) * per_task), xc.get());
+      k.conv(s, tw, i * per_task, std::min(c, (i + 1) * per_task), xc);
     } else {
       const int64_t z0 = (i - conv_tasks) * z_per_task;
-      k.silu(silu_z.get() + z0, std::min(z_per_task, tokens * zdim - z0));
+      k.silu(silu_z + z0, std::min(z_per_task, tokens * zdim - z0));
     }
   });
-  if (f16) k.narrow(conv_widened.get(), t.conv_present_f16, conv_floats);
+  if (f16) k.narrow(conv_widened, t.conv_present_f16, conv_floats);
 
   // 2. The recurrence, one task per (batch row, run of 4 value heads): a
   // decode step of 16 heads in four tasks, so each thread mostly has a next
@@ -101,8 +124,8 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
   args.s = s;
   args.scale = p.scale != 0 ? p.scale : float(1.0 / std::sqrt(double(s.dk)));
   args.epsilon = p.epsilon;
-  args.xc = xc.get();
-  args.silu_z = silu_z.get();
+  args.xc = xc;
+  args.silu_z = silu_z;
   args.a = t.a;
   args.b = t.b;
   args.ab_stride = t.ab_stride(s);
