@@ -3,7 +3,9 @@
 # the same int4 model file, paired in one process (`deltagen bench --vs` with
 # `--kernels ort` for A), for the 0.8B-, 2B- and 4B-shaped checkpoints; plus
 # the builder's time and peak memory for each build; for the first preset also
-# deltagen's kernels with and without the load-time fusions. Writes
+# decode from a short context (pp16 / tg128), deltagen's kernels with and
+# without the load-time fusions, the `--state-dtype fp16` build, and the
+# fidelity of each against ORT's exact kernels. Writes
 # docs/performance-results.md (docs/performance.md explains it).
 #
 #   bench/perf.sh                    # 0.8b 2b 4b, pp1000 + tg100, 1 warm-up + 3 runs
@@ -78,9 +80,10 @@ FID_TOKENS=${FID_TOKENS:-512}
 FID_MD=$WORK/fidelity.md
 : >"$FID_MD"
 fidelity() {  # PRESET
-  local preset=$1 q4 q4acc0 flags="--tokens $FID_TOKENS --context 512 --greedy-tokens 64 --threads $THREADS"
+  local preset=$1 q4 q4acc0 q4f16 flags="--tokens $FID_TOKENS --context 512 --greedy-tokens 64 --threads $THREADS"
   q4=$(build_model "$preset" int4 --precision int4)
   q4acc0=$(build_model "$preset" int4-acc0 --precision int4 --accuracy-level 0)
+  q4f16=$(build_model "$preset" int4-f16state --precision int4 --state-dtype fp16)
   say "fidelity of the kernels on $preset"
   {
     printf '### ORT accuracy level 4 against level 0 (same weights)\n\n'
@@ -92,6 +95,9 @@ fidelity() {  # PRESET
     printf '\n### deltagen kernels against ORT kernels, same file\n\n'
     # shellcheck disable=SC2086
     flock "$LOCK" "$DG" compare --a "$q4" --a-kernels ort --b "$q4" $flags
+    printf '\n### deltagen kernels, `--state-dtype fp16` build, against ORT level 0 (fp32 state)\n\n'
+    # shellcheck disable=SC2086
+    flock "$LOCK" "$DG" compare --a "$q4acc0" --b "$q4f16" $flags
   } >>"$FID_MD"
 }
 
@@ -100,8 +106,12 @@ for preset in $PRESETS; do
   dir=$(build_model "$preset" int4 --precision int4)
   bench_pair "$preset, int4 (block 32, accuracy level 4)" "$dir"
   if [[ $first == 1 ]]; then
+    PROMPT=16 GEN=128 bench_pair "$preset, int4, decode from a short context (pp16 / tg128, as llama-bench's tg128)" "$dir"
     fidelity "$preset"
     bench_pair "$preset, int4: what the fusions add" "$dir" deltagen-ops "deltagen's kernels without the fusions"
+    dir=$(build_model "$preset" int4-f16state --precision int4 --state-dtype fp16)
+    bench_pair "$preset, int4 with --state-dtype fp16 (linear-attention states in fp16)" "$dir"
+    PROMPT=16 GEN=128 bench_pair "$preset, int4 with --state-dtype fp16, decode from a short context" "$dir"
   fi
   if [[ $first == 1 && $PRUNED == 1 ]]; then
     dir=$(build_model "$preset" int4-pruned --precision int4 --prune-lm-head)
@@ -111,7 +121,7 @@ for preset in $PRESETS; do
 done
 
 for preset in $PRESETS; do
-  for name in int4 int4-acc0 int4-pruned; do
+  for name in int4 int4-acc0 int4-f16state int4-pruned; do
     if [[ -f $WORK/$name-$preset.build-row ]]; then cat "$WORK/$name-$preset.build-row" >>"$BUILDS_MD"; fi
   done
 done
