@@ -100,6 +100,24 @@ void model_seeds() {
     write("model_rewrite", "tiny_int4.onnx", read(model4 / "model.onnx"));
     fs::remove_all(model4);
   }
+  {  // every fold at once: head_dim 64 puts the rotary inside the attention (the
+     // gated-attention fold), fp16 states (their Casts go into GatedDeltaNet)
+    ModelConfig cfg = synth_preset("tiny");
+    cfg.head_dim = 64;
+    const fs::path ckpt64 = out_root / "tmp-checkpoint-64", model64 = out_root / "tmp-model-64";
+    fs::remove_all(ckpt64);
+    fs::remove_all(model64);
+    write_synthetic_checkpoint(cfg, so, ckpt64);
+    auto checkpoint64 = Checkpoint::open(ckpt64);
+    BuildOptions q4 = bo;
+    q4.precision = "int4";
+    q4.block_size = 16;
+    q4.state_dtype = "fp16";
+    build_model(*checkpoint64, q4, model64);
+    write("model_rewrite", "tiny_int4_rotary_inside_fp16_state.onnx", read(model64 / "model.onnx"));
+    fs::remove_all(ckpt64);
+    fs::remove_all(model64);
+  }
   write("genai_config", "tiny.json", read(model / "genai_config.json"));
   write("genai_config", "minimal.json", R"({"model": {"decoder": {"filename": "model.onnx"}, "eos_token_id": [1, 2]}})");
   write("config", "tiny_checkpoint.json", read(ckpt / "config.json"));

@@ -1,5 +1,5 @@
 // Fuzzes the load-time rewrite (ortext/model_rewrite.h): the op moves and the
-// two fusions, which walk producers, readers and constants of whatever graph
+// fusions, which walk producers, readers and constants of whatever graph
 // they are given. Every input that parses as an ONNX model is rewritten twice
 // (default options; every accuracy level taken).
 //

@@ -26,5 +26,7 @@ void causal_conv1d(const CausalConvShape& s, const float* x, const float* w, con
 
 // v <- v * sigmoid(v), in place (SSE2, a polynomial exp; relative error ~1e-7).
 void silu_inplace(float* v, int64_t n);
+// v <- v * sigmoid(g) (g may be v), the same arithmetic.
+void mul_sigmoid(float* v, const float* g, int64_t n);
 
 }  // namespace deltagen::kernels

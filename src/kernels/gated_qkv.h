@@ -19,12 +19,13 @@ struct GatedQkvShape {
   int64_t width() const { return heads * 2 * head_dim + 2 * kv_heads * head_dim; }
 };
 
-// Splits qkv into q and gate [rows, nh*hd] and k, v [rows, nkv*hd], q and k normalized.
+// Splits qkv into q and gate [rows, nh*hd] and k, v [rows, nkv*hd], q and k
+// normalized; a prompt's rows spread over threads.
 void split_gated_qkv(const GatedQkvShape& s, const float* qkv, const float* q_weight, float q_epsilon,
                      const float* k_weight, float k_epsilon, float* q, float* gate, float* k, float* v,
                      const Parallel& parallel);
 
-// out[i] *= 1 / (1 + exp(-gate[i])), i < n.
-void apply_sigmoid_gate(float* out, const float* gate, int64_t n);
+// out *= sigmoid(gate), both [rows, width] (the SSE2 polynomial exp of mul_sigmoid).
+void apply_sigmoid_gate(float* out, const float* gate, int64_t rows, int64_t width, const Parallel& parallel);
 
 }  // namespace deltagen::kernels

@@ -131,7 +131,7 @@ OrtStatusPtr AttentionKernel::ComputeV2(OrtKernelContext* context) noexcept {
     copy_past(past_v.GetTensorData<float>(), t.v_cache);
     const float scale = scale_ != 0 ? scale_ : float(1.0 / std::sqrt(double(s.head_dim)));
     kernels::attention(s, scale, t, OrtParallel(ctx));
-    if (gate) kernels::apply_sigmoid_gate(t.out, gate, gs.rows * heads_ * s.head_dim);
+    if (gate) kernels::apply_sigmoid_gate(t.out, gate, gs.rows, heads_ * s.head_dim, OrtParallel(ctx));
     return nullptr;
   } catch (const std::exception& e) {
     return Ort::Status(e.what(), ORT_RUNTIME_EXCEPTION).release();
