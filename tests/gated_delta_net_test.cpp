@@ -433,13 +433,7 @@ TEST(GatedDeltaNet, Fp16StateLogitsMatchStockOrt) {
   Generator a(*fast, 1, 64), b(*stock, 1, 64);
   const std::vector<int64_t> prompt = {3, 17, 100, 5, 42, 7, 250, 9, 11, 64, 128, 2};
   auto check = [](const Logits& x, const Logits& y, const std::string& what) {
-    ASSERT_EQ(x.data.size(), y.data.size());
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < x.data.size(); ++i) {
-      worst = std::max(worst, double(std::fabs(x.data[i] - y.data[i])));
-      scale = std::max(scale, double(std::fabs(y.data[i])));
-    }
-    EXPECT_LE(worst, 1e-4 * (1.0 + scale)) << what;
+    test::expect_logits_close(x, y, 1e-4, what);
   };
   check(a.forward(prompt, true), b.forward(prompt, true), "prefill");
   for (int64_t token : {5, 77, 300, 12, 40}) {

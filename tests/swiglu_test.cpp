@@ -83,14 +83,8 @@ TEST_F(SwigluGolden, FusedLogitsMatchThePerOpKernels) {
   auto per_op = Model::load(*dir_ / "model", RuntimeOptions{.kernels = KernelSet::DeltagenOps});
   Generator a(*fused, 1, 64), b(*per_op, 1, 64);
   std::vector<int64_t> prompt = {3, 17, 100, 5, 42, 7, 250, 9, 11, 64, 128, 2};
-  auto check = [](const Logits& x, const Logits& y, const char* what) {
-    ASSERT_EQ(x.data.size(), y.data.size());
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < x.data.size(); ++i) {
-      worst = std::max(worst, double(std::fabs(x.data[i] - y.data[i])));
-      scale = std::max(scale, double(std::fabs(y.data[i])));
-    }
-    EXPECT_LE(worst, 1e-4 * (1.0 + scale)) << what;
+  auto check = [](const Logits& x, const Logits& y, const std::string& what) {
+    test::expect_logits_close(x, y, 1e-4, what);
   };
   check(a.forward(prompt, true), b.forward(prompt, true), "prefill");
   for (int64_t token : {5, 77, 300}) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/generator.h"
 #include "util/error.h"
 
 namespace deltagen::test {
@@ -92,6 +95,18 @@ double max_abs_diff(const A& a, const B& b) {
 
 // The message of the deltagen::Error `fn` throws, checked to be one line;
 // fails the test if it throws nothing or something else ("" then).
+// Two sessions' logits for the same input: the largest difference within
+// tol x (1 + the largest magnitude of `want`).
+inline void expect_logits_close(const Logits& got, const Logits& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.data.size(), want.data.size()) << what;
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < got.data.size(); ++i) {
+    worst = std::max(worst, double(std::fabs(got.data[i] - want.data[i])));
+    scale = std::max(scale, double(std::fabs(want.data[i])));
+  }
+  EXPECT_LE(worst, tol * (1.0 + scale)) << what;
+}
+
 inline std::string error_message(const std::function<void()>& fn) {
   try {
     fn();

@@ -148,21 +148,13 @@ OrtStatusPtr AttentionOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo* inf
 }
 
 OrtStatusPtr AttentionOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
-  const OrtApi& api = Ort::GetApi();
-  const OrtOpAttr* gated = nullptr;
-  if (OrtStatus* missing = api.ShapeInferContext_GetAttribute(context, kGatedQkvAttribute, &gated)) {
-    api.ReleaseStatus(missing);
-    gated = nullptr;
-  }
-  if (!gated) return pass_through_shapes(context, {{kQuery, 0}, {kPastKey, 1}, {kPastValue, 2}});
-  try {  // output 0: [B, S, num_heads * head_dim] from the packed projection's [B, S, ...]
-    int64_t head_dim = 0, heads = 0;
-    size_t read = 0;
-    Ort::ThrowOnError(api.ReadOpAttr(gated, ORT_OP_ATTR_INT, &head_dim, sizeof head_dim, &read));
-    const OrtOpAttr* heads_attr = nullptr;
-    Ort::ThrowOnError(api.ShapeInferContext_GetAttribute(context, "num_heads", &heads_attr));
-    Ort::ThrowOnError(api.ReadOpAttr(heads_attr, ORT_OP_ATTR_INT, &heads, sizeof heads, &read));
-    set_float_shape_with_last_dim(context, kQuery, 0, heads * head_dim);
+  try {
+    const OrtOpAttr* gated = optional_attribute(context, kGatedQkvAttribute);
+    if (!gated) return pass_through_shapes(context, {{kQuery, 0}, {kPastKey, 1}, {kPastValue, 2}});
+    // output 0: [B, S, num_heads * head_dim] from the packed projection's [B, S, ...]
+    const OrtOpAttr* heads = optional_attribute(context, "num_heads");
+    if (!heads) return Ort::Status("GroupQueryAttention needs num_heads", ORT_INVALID_ARGUMENT).release();
+    set_float_shape_with_last_dim(context, kQuery, 0, int_attribute(heads) * int_attribute(gated));
   } catch (const std::exception& e) {
     return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();
   }

@@ -139,18 +139,11 @@ OrtStatusPtr GatedDeltaNetOp::CreateKernelV2(const OrtApi&, const OrtKernelInfo*
 }
 
 OrtStatusPtr GatedDeltaNetOp::infer_output_shape(const OrtCustomOp*, OrtShapeInferContext* context) {
-  const OrtApi& api = Ort::GetApi();
-  const OrtOpAttr* widths = nullptr;
-  if (OrtStatus* missing = api.ShapeInferContext_GetAttribute(context, "in_proj_widths", &widths)) {
-    api.ReleaseStatus(missing);
-    widths = nullptr;
-  }
-  if (!widths) return pass_through_shapes(context, {{kZ, 0}, {kConvPast, 1}, {kStatePast, 2}});
-  try {  // packed: output 0 is input 0's shape with z's width
-    int64_t w[4] = {};
-    size_t read = 0;
-    Ort::ThrowOnError(api.ReadOpAttr(widths, ORT_OP_ATTR_INTS, w, sizeof w, &read));
-    if (read != sizeof w) return Ort::Status("in_proj_widths must have 4 values", ORT_INVALID_ARGUMENT).release();
+  try {
+    const OrtOpAttr* widths = optional_attribute(context, "in_proj_widths");
+    if (!widths) return pass_through_shapes(context, {{kZ, 0}, {kConvPast, 1}, {kStatePast, 2}});
+    int64_t w[4] = {};  // packed: output 0 is input 0's shape with z's width
+    ints_attribute(widths, w, 4);
     set_float_shape_with_last_dim(context, kX, 0, w[1]);
   } catch (const std::exception& e) {
     return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();

@@ -190,21 +190,11 @@ OrtStatusPtr MatMulNBitsOp::infer_output_shape(const OrtCustomOp*, OrtShapeInfer
     OrtTensorTypeAndShapeInfo* a_info = nullptr;  // owned by the context
     Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(context, kA, &a_info));
     // A folded norm's residual sum (output 1) is A's type and shape.
-    const OrtOpAttr* norm_attr = nullptr;
-    if (OrtStatus* missing = api.ShapeInferContext_GetAttribute(context, kRmsNormAttribute, &norm_attr)) {
-      api.ReleaseStatus(missing);
-    } else if (norm_attr) {
-      int64_t mode = 0;
-      size_t read = 0;
-      Ort::ThrowOnError(api.ReadOpAttr(norm_attr, ORT_OP_ATTR_INT, &mode, sizeof mode, &read));
-      if (mode == 2) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, 1, a_info));
-    }
-    const OrtOpAttr* n_attr = nullptr;
-    Ort::ThrowOnError(api.ShapeInferContext_GetAttribute(context, "N", &n_attr));
-    int64_t n = 0;
-    size_t written = 0;
-    Ort::ThrowOnError(api.ReadOpAttr(n_attr, ORT_OP_ATTR_INT, &n, sizeof n, &written));
-    set_float_shape_with_last_dim(context, kA, 0, n);  // Y: A's shape with K -> N
+    const OrtOpAttr* norm = optional_attribute(context, kRmsNormAttribute);
+    if (norm && int_attribute(norm) == 2) Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, 1, a_info));
+    const OrtOpAttr* n = optional_attribute(context, "N");
+    if (!n) return Ort::Status("MatMulNBits needs the attribute N", ORT_INVALID_ARGUMENT).release();
+    set_float_shape_with_last_dim(context, kA, 0, int_attribute(n));  // Y: A's shape with K -> N
     return nullptr;
   } catch (const std::exception& e) {
     return Ort::Status(e.what(), ORT_INVALID_ARGUMENT).release();

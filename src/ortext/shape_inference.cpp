@@ -68,4 +68,28 @@ void set_float_shape_with_last_dim(OrtShapeInferContext* context, size_t in, siz
   Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context, out, out_info));
 }
 
+const OrtOpAttr* optional_attribute(OrtShapeInferContext* context, const char* name) {
+  const OrtApi& api = Ort::GetApi();
+  const OrtOpAttr* attr = nullptr;
+  if (OrtStatus* missing = api.ShapeInferContext_GetAttribute(context, name, &attr)) {
+    api.ReleaseStatus(missing);
+    return nullptr;
+  }
+  return attr;
+}
+
+int64_t int_attribute(const OrtOpAttr* attr) {
+  int64_t value = 0;
+  size_t read = 0;
+  Ort::ThrowOnError(Ort::GetApi().ReadOpAttr(attr, ORT_OP_ATTR_INT, &value, sizeof value, &read));
+  return value;
+}
+
+void ints_attribute(const OrtOpAttr* attr, int64_t* values, size_t count) {
+  size_t read = 0;
+  Ort::ThrowOnError(Ort::GetApi().ReadOpAttr(attr, ORT_OP_ATTR_INTS, values, count * sizeof(int64_t), &read));
+  if (read != count * sizeof(int64_t))
+    throw Ort::Exception("expected " + std::to_string(count) + " ints in an attribute", ORT_INVALID_ARGUMENT);
+}
+
 }  // namespace deltagen::ortext

@@ -24,4 +24,11 @@ OrtStatusPtr pass_through_shapes(OrtShapeInferContext* context,
 // literal size downstream.
 void set_float_shape_with_last_dim(OrtShapeInferContext* context, size_t in, size_t out, int64_t last_dim);
 
+// The node's attribute `name`, or null when the node does not set it.
+const OrtOpAttr* optional_attribute(OrtShapeInferContext* context, const char* name);
+// An int attribute's value, or an int list's first `count` values (throws
+// Ort::Exception when it holds anything else).
+int64_t int_attribute(const OrtOpAttr* attr);
+void ints_attribute(const OrtOpAttr* attr, int64_t* values, size_t count);
+
 }  // namespace deltagen::ortext
