@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "ortext/deltagen_ops.h"
@@ -133,20 +132,9 @@ int64_t fuse_gated_attention(onnx::GraphProto& graph) {
     gqa.add_input(m.q_weight);
     gqa.add_input(m.k_weight);
     gqa.set_output(0, m.gated_out);
-    auto add = [&](const char* name, auto value) {
-      auto* a = gqa.add_attribute();
-      a->set_name(name);
-      if constexpr (std::is_same_v<decltype(value), float>) {
-        a->set_type(onnx::AttributeProto_AttributeType_FLOAT);
-        a->set_f(value);
-      } else {
-        a->set_type(onnx::AttributeProto_AttributeType_INT);
-        a->set_i(value);
-      }
-    };
-    add(kGatedQkvAttribute, m.head_dim);
-    add(kQNormEpsilonAttribute, m.q_epsilon);
-    add(kKNormEpsilonAttribute, m.k_epsilon);
+    set_int_attribute(gqa, kGatedQkvAttribute, m.head_dim);
+    set_float_attribute(gqa, kQNormEpsilonAttribute, m.q_epsilon);
+    set_float_attribute(gqa, kKNormEpsilonAttribute, m.k_epsilon);
     drop.insert(drop.end(), m.nodes.begin(), m.nodes.end());
   }
   fusion::edit_nodes(graph, drop, {});

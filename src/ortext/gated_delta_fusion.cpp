@@ -186,28 +186,11 @@ std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la,
         recurrent.past, input(*norm, 1)})
     f.add_input(in);
   for (const std::string& out : {output(*norm, 0), conv_state.present, recurrent.present}) f.add_output(out);
-  auto add_int = [&](const char* key, int64_t v) {
-    auto* a = f.add_attribute();
-    a->set_name(key);
-    a->set_type(onnx::AttributeProto_AttributeType_INT);
-    a->set_i(v);
-  };
-  auto add_float = [&](const char* key, float v) {
-    auto* a = f.add_attribute();
-    a->set_name(key);
-    a->set_type(onnx::AttributeProto_AttributeType_FLOAT);
-    a->set_f(v);
-  };
-  add_int("q_num_heads", nk);
-  add_int("kv_num_heads", nv);
-  add_float("scale", scale ? scale->f() : 0.0f);
-  add_float("epsilon", eps->f());
-  if (packed) {
-    auto* a = f.add_attribute();
-    a->set_name("in_proj_widths");
-    a->set_type(onnx::AttributeProto_AttributeType_INTS);
-    for (int64_t w : widths) a->add_ints(w);
-  }
+  set_int_attribute(f, "q_num_heads", nk);
+  set_int_attribute(f, "kv_num_heads", nv);
+  set_float_attribute(f, "scale", scale ? scale->f() : 0.0f);
+  set_float_attribute(f, "epsilon", eps->f());
+  if (packed) set_ints_attribute(f, "in_proj_widths", widths);
   return m;
 }
 

@@ -26,6 +26,26 @@ inline int64_t int_or(const onnx::NodeProto& node, const std::string& name, int6
   return a ? a->i() : fallback;
 }
 
+// Attributes a fusion sets on the node it writes.
+inline void set_int_attribute(onnx::NodeProto& node, const std::string& name, int64_t value) {
+  auto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto_AttributeType_INT);
+  a->set_i(value);
+}
+inline void set_float_attribute(onnx::NodeProto& node, const std::string& name, float value) {
+  auto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto_AttributeType_FLOAT);
+  a->set_f(value);
+}
+inline void set_ints_attribute(onnx::NodeProto& node, const std::string& name, const std::vector<int64_t>& values) {
+  auto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto_AttributeType_INTS);
+  for (int64_t v : values) a->add_ints(v);
+}
+
 inline std::string input(const onnx::NodeProto& node, int i) { return i < node.input_size() ? node.input(i) : std::string(); }
 inline std::string output(const onnx::NodeProto& node, int i) {
   return i < node.output_size() ? node.output(i) : std::string();

@@ -71,14 +71,8 @@ int64_t fuse_rmsnorm_into_matmul(onnx::GraphProto& graph) {
     mm.add_input(m.skip);
     mm.add_input(m.weight);
     if (!m.sum.empty()) mm.add_output(m.sum);
-    auto* mode = mm.add_attribute();
-    mode->set_name(kRmsNormAttribute);
-    mode->set_type(onnx::AttributeProto_AttributeType_INT);
-    mode->set_i(m.sum.empty() ? 1 : 2);
-    auto* eps = mm.add_attribute();
-    eps->set_name(kRmsNormEpsilonAttribute);
-    eps->set_type(onnx::AttributeProto_AttributeType_FLOAT);
-    eps->set_f(m.epsilon);
+    set_int_attribute(mm, kRmsNormAttribute, m.sum.empty() ? 1 : 2);
+    set_float_attribute(mm, kRmsNormEpsilonAttribute, m.epsilon);
     drop.insert(drop.end(), m.nodes.begin(), m.nodes.end());
   }
   fusion::edit_nodes(graph, drop, {});

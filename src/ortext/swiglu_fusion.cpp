@@ -54,10 +54,7 @@ int64_t fuse_swiglu_into_matmul(onnx::GraphProto& graph) {
   for (const auto& m : matches) {
     onnx::NodeProto& mm = *graph.mutable_node(m.matmul);
     mm.set_input(0, m.gate_up);
-    auto* attr = mm.add_attribute();
-    attr->set_name(kSwigluAttribute);
-    attr->set_type(onnx::AttributeProto_AttributeType_INT);
-    attr->set_i(1);
+    set_int_attribute(mm, kSwigluAttribute, 1);
     drop.insert(drop.end(), m.nodes.begin(), m.nodes.end());
   }
   fusion::edit_nodes(graph, drop, {});
