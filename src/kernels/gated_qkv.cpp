@@ -14,19 +14,6 @@ namespace {
 // Rows per task for a prompt: ~64K floats of the packed projection.
 int64_t rows_per_task(int64_t width) { return std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, width)); }
 
-template <typename Body>
-void over_rows(int64_t rows, int64_t per_task, const Parallel& parallel, Body body) {
-  const int64_t tasks = (rows + per_task - 1) / per_task;
-  auto run = [&](size_t t) {
-    const int64_t r0 = int64_t(t) * per_task;
-    body(r0, std::min(rows, r0 + per_task));
-  };
-  if (tasks <= 1)
-    run(0);
-  else
-    parallel.run(size_t(tasks), run);
-}
-
 }  // namespace
 
 void split_gated_qkv(const GatedQkvShape& s, const float* qkv, const float* q_weight, float q_epsilon,
@@ -34,7 +21,7 @@ void split_gated_qkv(const GatedQkvShape& s, const float* qkv, const float* q_we
                      const Parallel& parallel) {
   const int64_t hd = s.head_dim, width = s.width(), q_width = s.heads * hd, kv_width = s.kv_heads * hd;
   const size_t head_bytes = size_t(hd) * sizeof(float), kv_bytes = size_t(kv_width) * sizeof(float);
-  over_rows(s.rows, rows_per_task(width), parallel, [&](int64_t r0, int64_t r1) {
+  for_each_range(s.rows, rows_per_task(width), parallel, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* row = qkv + r * width;
       for (int64_t h = 0; h < s.heads; ++h) {
@@ -51,7 +38,7 @@ void split_gated_qkv(const GatedQkvShape& s, const float* qkv, const float* q_we
 }
 
 void apply_sigmoid_gate(float* out, const float* gate, int64_t rows, int64_t width, const Parallel& parallel) {
-  over_rows(rows, rows_per_task(width), parallel, [&](int64_t r0, int64_t r1) {
+  for_each_range(rows, rows_per_task(width), parallel, [&](int64_t r0, int64_t r1) {
     mul_sigmoid(out + r0 * width, gate + r0 * width, (r1 - r0) * width);
   });
 }

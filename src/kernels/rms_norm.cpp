@@ -34,18 +34,11 @@ void norm_row(const float* x, const float* skip, const float* gamma, int64_t k, 
 
 void rms_norm_rows(const float* x, const float* skip, const float* gamma, int64_t rows, int64_t k, float epsilon,
                    float* sum, float* out, const Parallel& parallel) {
-  if (rows <= 0 || k <= 0) return;
-  const int64_t per_task = std::max<int64_t>(1, kTaskElements / k);
-  const int64_t tasks = (rows + per_task - 1) / per_task;
-  auto run = [&](size_t t) {
-    const int64_t r0 = int64_t(t) * per_task, r1 = std::min(rows, r0 + per_task);
+  if (k <= 0) return;
+  for_each_range(rows, kTaskElements / k, parallel, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       norm_row(x + r * k, skip ? skip + r * k : nullptr, gamma, k, epsilon, sum ? sum + r * k : nullptr, out + r * k);
-  };
-  if (tasks == 1)
-    run(0);
-  else
-    parallel.run(size_t(tasks), run);
+  });
 }
 
 }  // namespace deltagen::kernels

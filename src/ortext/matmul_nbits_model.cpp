@@ -3,6 +3,7 @@
 #include <fstream>
 #include <string>
 
+#include "ortext/graph_index.h"
 #include "util/error.h"
 
 namespace deltagen::ortext {
@@ -25,13 +26,6 @@ void add_tensor_value_info(onnx::ValueInfoProto* v, const std::string& name, con
   tensor->set_elem_type(onnx::TensorProto_DataType_FLOAT);
   tensor->mutable_shape()->add_dim()->set_dim_param(rows);
   tensor->mutable_shape()->add_dim()->set_dim_value(cols);
-}
-
-void add_int_attribute(onnx::NodeProto& node, const std::string& name, int64_t value) {
-  auto* a = node.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto_AttributeType_INT);
-  a->set_i(value);
 }
 
 }  // namespace
@@ -77,11 +71,11 @@ onnx::ModelProto matmul_nbits_model(const std::vector<MatMulNBitsNode>& nodes, i
     }
     node.add_output("Y" + id);
     add_tensor_value_info(graph.add_output(), "Y" + id, "M", s.n);
-    add_int_attribute(node, "K", s.k);
-    add_int_attribute(node, "N", s.n);
-    add_int_attribute(node, "bits", s.bits);
-    add_int_attribute(node, "block_size", s.block_size);
-    add_int_attribute(node, "accuracy_level", accuracy_level);
+    fusion::set_int_attribute(node, "K", s.k);
+    fusion::set_int_attribute(node, "N", s.n);
+    fusion::set_int_attribute(node, "bits", s.bits);
+    fusion::set_int_attribute(node, "block_size", s.block_size);
+    fusion::set_int_attribute(node, "accuracy_level", accuracy_level);
   }
   return model;
 }
