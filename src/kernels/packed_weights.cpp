@@ -54,11 +54,8 @@ PackedWeights pack_weights(const NBitsWeightsView& view, const PackOptions& opti
   for (int64_t i = 0; compact && i < scale_count; ++i) compact = fits_fp16(view.scales[i]);
   w.scale_format_ = compact ? ScaleFormat::F16 : ScaleFormat::F32;
 
-  const size_t total = size_t(w.bytes());
-  const size_t rounded = (total + 63) / 64 * 64;
-  w.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
-  if (!w.data_) fail("MatMulNBits", "out of memory packing " + std::to_string(total) + " bytes");
-  std::memset(w.data_.get(), 0, rounded);  // padded rows: zero weights, zero scales
+  // Zeroed: padded rows keep zero weights and zero scales.
+  w.data_ = allocate_weight_memory(size_t(w.bytes()), options.pages);
 
   const int64_t file_block = s.file_block_bytes();
   const int64_t chunks = s.block_size / PackedWeights::kChunkK;

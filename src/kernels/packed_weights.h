@@ -29,6 +29,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "kernels/weight_memory.h"
+
 namespace deltagen::kernels {
 
 struct NBitsShape {
@@ -65,6 +67,8 @@ struct PackOptions {
   // (so each is rounded by at most 2^-11 relative, far below the int8
   // activation rounding of accuracy_level 4); otherwise keep fp32.
   bool compact_scales = true;
+  // Where the packed bytes live (weight_memory.h).
+  WeightPages pages = WeightPages::Huge;
 };
 
 class PackedWeights {
@@ -89,14 +93,10 @@ class PackedWeights {
 
  private:
   friend PackedWeights pack_weights(const NBitsWeightsView& view, const PackOptions& options);
-  struct FreeAligned {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-
   NBitsShape shape_;
   bool asymmetric_ = false;
   ScaleFormat scale_format_ = ScaleFormat::F32;
-  std::unique_ptr<uint8_t, FreeAligned> data_;
+  std::shared_ptr<uint8_t> data_;  // allocate_weight_memory: zeroed
 };
 
 // Throws Error for an unsupported shape or missing pointers.

@@ -24,6 +24,9 @@
 //   deltagen.matmul.amx_min_rows   M from which the AMX path is taken
 //   deltagen.matmul.compact_scales 0 to keep fp32 block scales (default 1: fp16
 //                                  when lossless enough)
+//   deltagen.matmul.huge_pages     0 to pack weights on ordinary 4 KiB pages
+//                                  (default 1: transparent huge pages,
+//                                  kernels/weight_memory.h)
 #pragma once
 #include <onnxruntime_cxx_api.h>
 
@@ -56,6 +59,7 @@ inline constexpr const char* kKNormEpsilonAttribute = "deltagen_k_norm_epsilon";
 inline constexpr const char* kConfigMaxLevel = "deltagen.matmul.max_level";
 inline constexpr const char* kConfigAmxMinRows = "deltagen.matmul.amx_min_rows";
 inline constexpr const char* kConfigCompactScales = "deltagen.matmul.compact_scales";
+inline constexpr const char* kConfigHugePages = "deltagen.matmul.huge_pages";
 
 // Adds the "deltagen" custom-op domain to `options`. Call once per
 // SessionOptions (registering twice makes session creation fail). The domain
