@@ -3,14 +3,18 @@
 // speeds can be stated as a fraction of what the memory delivers and compared
 // across machines (docs/results.md).
 //
-//   membw [--threads N] [--buffers 3] [--mib 1024] [--passes 5] [--json]
+//   membw [--threads N] [--buffers 3] [--mib 1024] [--passes 5] [--huge-pages] [--json]
 //
 // Each pass reads every buffer once: each thread sums its own contiguous
 // slice of each buffer (the slices were first written by the same thread, so
 // pages sit on its NUMA node). Bandwidth = bytes read / wall time of the pass,
-// in GB/s (1e9 bytes). The best pass is the number to quote, the median shows
+// in GB/s (1e9 bytes). --huge-pages puts the buffers on transparent huge
+// pages, as deltagen's packed weights are (kernels/weight_memory.h): on this
+// VM that reads measurably faster than 4 KiB pages (docs/performance.md 1.14). The best pass is the number to quote, the median shows
 // how steady the machine was, and every pass records the interference meter
 // that deltagen bench uses (CPU time of other processes, measure/meters.h).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -34,10 +38,11 @@ struct Options {
   int64_t mib = 1024;
   int passes = 5;
   bool json = false;
+  bool huge_pages = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "error: membw: %s\nusage: membw [--threads N] [--buffers B] [--mib M] [--passes P] [--json]\n",
+  std::fprintf(stderr, "error: membw: %s\nusage: membw [--threads N] [--buffers B] [--mib M] [--passes P] [--huge-pages] [--json]\n",
                msg.c_str());
   std::exit(2);
 }
@@ -59,6 +64,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--mib") o.mib = int_arg(argc, argv, i);
     else if (a == "--passes") o.passes = int(int_arg(argc, argv, i));
     else if (a == "--json") o.json = true;
+    else if (a == "--huge-pages") o.huge_pages = true;
     else usage_error("unknown argument " + a);
   }
   return o;
@@ -89,8 +95,10 @@ int main(int argc, char** argv) {
   const size_t words = size_t(o.mib) * (1u << 20) / sizeof(uint64_t);
   std::vector<uint64_t*> buffers;
   for (int b = 0; b < o.buffers; ++b) {
-    auto* p = static_cast<uint64_t*>(std::aligned_alloc(4096, words * sizeof(uint64_t)));
+    const size_t align = o.huge_pages ? size_t(2) << 20 : 4096;
+    auto* p = static_cast<uint64_t*>(std::aligned_alloc(align, words * sizeof(uint64_t)));
     if (!p) usage_error("cannot allocate " + std::to_string(o.mib) + " MiB");
+    if (o.huge_pages) ::madvise(p, words * sizeof(uint64_t), MADV_HUGEPAGE);
     buffers.push_back(p);
   }
   // Thread t owns words [t * words / T, (t + 1) * words / T) of every buffer.
@@ -137,15 +145,15 @@ int main(int argc, char** argv) {
   const double best = sorted.back(), median = sorted[sorted.size() / 2];
   const double max_foreign = *std::max_element(foreign.begin(), foreign.end());
   if (o.json) {
-    std::printf("{\"threads\": %d, \"buffers\": %d, \"mib\": %lld, \"passes\": %d, \"best_gbps\": %.3f, "
+    std::printf("{\"threads\": %d, \"buffers\": %d, \"mib\": %lld, \"passes\": %d, \"huge_pages\": %s, \"best_gbps\": %.3f, "
                 "\"median_gbps\": %.3f, \"max_foreign_cpu_pct\": %.1f, \"checksum\": %llu}\n",
-                o.threads, o.buffers, (long long)o.mib, o.passes, best, median, max_foreign,
-                (unsigned long long)checksum);
+                o.threads, o.buffers, (long long)o.mib, o.passes, o.huge_pages ? "true" : "false", best, median,
+                max_foreign, (unsigned long long)checksum);
   } else {
-    std::printf("membw: %d thread(s), %d x %lld MiB, %d passes: read bandwidth best %.2f GB/s, median %.2f GB/s,"
+    std::printf("membw: %d thread(s), %d x %lld MiB%s, %d passes: read bandwidth best %.2f GB/s, median %.2f GB/s,"
                 " foreign CPU up to %.0f %% of a core (checksum %llu)\n",
-                o.threads, o.buffers, (long long)o.mib, o.passes, best, median, max_foreign,
-                (unsigned long long)checksum);
+                o.threads, o.buffers, (long long)o.mib, o.huge_pages ? " on huge pages" : "", o.passes, best, median,
+                max_foreign, (unsigned long long)checksum);
   }
   return 0;
 }

@@ -261,6 +261,35 @@ TEST(BenchCli, JsonAndMarkdown) {
   EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
 }
 
+// --session-config reaches the session: a load format that cannot read an
+// .onnx file fails the load, the matching one runs and names the entry.
+TEST(BenchCli, SessionConfigEntriesReachTheSession) {
+  const std::string dir = golden_model_dir().string();
+  const std::vector<std::string> base = {"bench", "--model", dir, "--prompt", "8", "--gen", "3", "--runs", "1",
+                                         "--warmup", "0", "--threads", "1", "--markdown"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  auto r = with({"--session-config", "session.load_model_format=ORT"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("model.onnx"), std::string::npos) << r.err;
+  r = with({"--vs", dir, "--vs-session-config", "session.load_model_format=ORT"});
+  EXPECT_EQ(r.exit_code, 1) << "the B side's entries must reach B's session";
+  r = with({"--vs", dir, "--vs-session-config", "session.load_model_format=ONNX,session.disable_prepacking=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| A: golden |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| B: golden [session.load_model_format=ONNX] [session.disable_prepacking=1] |"),
+            std::string::npos)
+      << r.out;
+  for (const char* bad : {"nokey", "=1", "a=1,,b=2"}) {
+    r = with({"--session-config", bad});
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_NE(r.err.find("--session-config"), std::string::npos) << r.err;
+  }
+}
+
 TEST(BenchCli, BadInput) {
   auto r = run_cli({"bench"});
   EXPECT_EQ(r.exit_code, 1);

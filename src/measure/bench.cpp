@@ -35,13 +35,16 @@ namespace {
 // One loaded model with its generator and prompt, ready to run.
 class Bench {
  public:
-  Bench(const fs::path& dir, std::string label, KernelSet kernels, const BenchOptions& o) : options_(o) {
+  Bench(const fs::path& dir, std::string label, KernelSet kernels,
+        const std::vector<std::pair<std::string, std::string>>& session_config, const BenchOptions& o)
+      : options_(o) {
     info_.label = std::move(label);
     info_.dir = dir;
     info_.graph = graph_facts(dir);
     const int64_t rss_before = current_rss_bytes();
     const double t0 = now_seconds();
-    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels});
+    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels,
+                                             .session_config = session_config});
     info_.kernels = model_->fast_kernel_nodes() == 0       ? "ort"
                     : kernels == KernelSet::DeltagenOps ? "deltagen-ops"
                                                         : "deltagen";
@@ -170,7 +173,8 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
     progress.show("loading " + dirs[i].string(), true);
     std::string label = model_label(dirs[i]);
     label += kernel_set_label(options.kernels[i]);
-    benches.push_back(std::make_unique<Bench>(dirs[i], label, options.kernels[i], options));
+    for (const auto& [key, value] : options.session_config[i]) label += " [" + key + "=" + value + "]";
+    benches.push_back(std::make_unique<Bench>(dirs[i], label, options.kernels[i], options.session_config[i], options));
   }
   const bool vs = benches.size() == 2;
   auto name = [&](size_t i) { return vs ? std::string(i == 0 ? "A " : "B ") : std::string(); };

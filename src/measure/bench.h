@@ -53,6 +53,9 @@ struct BenchOptions {
   // Per model (A, then B with --vs): which kernels run it. `bench --model X
   // --vs X --kernels ort` pairs the stock kernels against deltagen's on one file.
   KernelSet kernels[2] = {KernelSet::Deltagen, KernelSet::Deltagen};
+  // Per model: extra session config entries (RuntimeOptions::session_config),
+  // so one file can be paired against itself with one kernel switch flipped.
+  std::vector<std::pair<std::string, std::string>> session_config[2];
 };
 
 // Throws Error for values no benchmark can run with.

@@ -204,6 +204,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   // grows by one column every step, so the cache would grow with every token.
   session_options.DisableMemPattern();
   if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
+  for (const auto& [key, value] : options.session_config) session_options.AddConfigEntry(key.c_str(), value.c_str());
   // DELTAGEN_ORT_PROFILE=PREFIX writes ONNX Runtime's per-node profile
   // (PREFIX_<date>.json, Chrome trace events: "Node" events carry args.op_name
   // and dur in µs) when the session ends; docs/performance.md shows a summary.

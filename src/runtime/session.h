@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <onnxruntime_cxx_api.h>
@@ -60,6 +61,9 @@ ModelIo describe_model_io(const Ort::Session& session);
 struct RuntimeOptions {
   int intra_op_threads = 0;  // 0 = ONNX Runtime's default (one per physical core)
   KernelSet kernels = KernelSet::Deltagen;
+  // Extra session config entries (key, value), e.g. the kernels' switches in
+  // ortext/deltagen_ops.h; `bench --session-config` A/B-tests them.
+  std::vector<std::pair<std::string, std::string>> session_config;
 };
 
 // The process-wide ONNX Runtime environment (created on first use).

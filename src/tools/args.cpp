@@ -1,5 +1,6 @@
 #include "tools/args.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "util/error.h"
@@ -107,6 +108,23 @@ void Args::finish() {
   for (auto& k : seen_switches_)
     if (!asked_.count(k)) fail(command_, "unknown flag --" + k);
   if (!positional_.empty() && !asked_.count("")) fail(command_, "unexpected argument '" + positional_[0] + "'");
+}
+
+std::vector<std::pair<std::string, std::string>> get_session_config_flag(Args& args, const std::string& flag) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  const auto v = args.get(flag);
+  if (!v) return entries;
+  size_t start = 0;
+  while (start <= v->size()) {
+    const size_t end = std::min(v->find(',', start), v->size());
+    const std::string entry = v->substr(start, end - start);
+    const size_t eq = entry.find('=');
+    if (eq == 0 || eq == std::string::npos)
+      fail("--" + flag, "expected KEY=VALUE[,KEY=VALUE...], not '" + entry + "'");
+    entries.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+    start = end + 1;
+  }
+  return entries;
 }
 
 KernelSet get_kernels_flag(Args& args, const std::string& flag) {

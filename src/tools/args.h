@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/kernel_set.h"
@@ -47,5 +48,9 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& what)
 // fused linear-attention layer swapped into ONNX Runtime), "deltagen-ops"
 // (the per-op kernels only), "ort" (ORT's own); else Error.
 KernelSet get_kernels_flag(Args& args, const std::string& flag);
+
+// --session-config-style flag: "KEY=VALUE[,KEY=VALUE...]" (ONNX Runtime session
+// config entries); empty when the flag is absent, Error when malformed.
+std::vector<std::pair<std::string, std::string>> get_session_config_flag(Args& args, const std::string& flag);
 
 }  // namespace deltagen

@@ -1,6 +1,7 @@
 // deltagen bench --model DIR [--vs DIR] [--prompt N] [--gen M] [--warmup W] [--runs R]
 //                [--threads T] [--batch B] [--seed S] [--max-foreign PCT] [--rerun-noisy K]
 //                [--mem-bandwidth GBPS] [--kernels deltagen|ort] [--vs-kernels deltagen|ort]
+//                [--session-config KEY=VALUE,...] [--vs-session-config KEY=VALUE,...]
 //                [--json | --markdown] [--json-out FILE]
 #include <unistd.h>
 
@@ -33,6 +34,8 @@ int cmd_bench(int argc, char** argv) {
   o.mem_bandwidth_gbps = args.get_double("mem-bandwidth", o.mem_bandwidth_gbps);
   o.kernels[0] = get_kernels_flag(args, "kernels");
   o.kernels[1] = get_kernels_flag(args, "vs-kernels");
+  o.session_config[0] = get_session_config_flag(args, "session-config");
+  o.session_config[1] = get_session_config_flag(args, "vs-session-config");
   const bool as_json = args.flag("json"), as_markdown = args.flag("markdown");
   const auto json_out = args.get("json-out");
   args.finish();
