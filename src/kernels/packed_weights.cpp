@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "util/error.h"
@@ -55,7 +56,11 @@ PackedWeights pack_weights(const NBitsWeightsView& view, const PackOptions& opti
   w.scale_format_ = compact ? ScaleFormat::F16 : ScaleFormat::F32;
 
   // Zeroed: padded rows keep zero weights and zero scales.
-  w.data_ = allocate_weight_memory(size_t(w.bytes()), options.pages);
+  try {
+    w.data_ = allocate_stream_memory(size_t(w.bytes()), options.pages);
+  } catch (const std::bad_alloc&) {
+    fail("MatMulNBits", "out of memory packing " + std::to_string(w.bytes()) + " bytes");
+  }
 
   const int64_t file_block = s.file_block_bytes();
   const int64_t chunks = s.block_size / PackedWeights::kChunkK;

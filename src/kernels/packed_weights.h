@@ -29,7 +29,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "kernels/weight_memory.h"
+#include "kernels/stream_memory.h"
 
 namespace deltagen::kernels {
 
@@ -67,8 +67,8 @@ struct PackOptions {
   // (so each is rounded by at most 2^-11 relative, far below the int8
   // activation rounding of accuracy_level 4); otherwise keep fp32.
   bool compact_scales = true;
-  // Where the packed bytes live (weight_memory.h).
-  WeightPages pages = WeightPages::Huge;
+  // Where the packed bytes live (stream_memory.h).
+  PageSize pages = PageSize::Huge;
 };
 
 class PackedWeights {
@@ -96,7 +96,7 @@ class PackedWeights {
   NBitsShape shape_;
   bool asymmetric_ = false;
   ScaleFormat scale_format_ = ScaleFormat::F32;
-  std::shared_ptr<uint8_t> data_;  // allocate_weight_memory: zeroed
+  std::shared_ptr<uint8_t> data_;  // allocate_stream_memory: zeroed
 };
 
 // Throws Error for an unsupported shape or missing pointers.

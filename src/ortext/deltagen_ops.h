@@ -26,7 +26,7 @@
 //                                  when lossless enough)
 //   deltagen.matmul.huge_pages     0 to pack weights on ordinary 4 KiB pages
 //                                  (default 1: transparent huge pages,
-//                                  kernels/weight_memory.h)
+//                                  kernels/stream_memory.h)
 #pragma once
 #include <onnxruntime_cxx_api.h>
 

@@ -55,7 +55,7 @@ MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
   if (const char* v = config.GetValue(kConfigAmxMinRows)) config_.amx_min_rows = std::stoll(v);
   if (const char* v = config.GetValue(kConfigCompactScales)) pack_options_.compact_scales = std::string(v) != "0";
   if (const char* v = config.GetValue(kConfigHugePages))
-    pack_options_.pages = std::string(v) != "0" ? kernels::WeightPages::Huge : kernels::WeightPages::Small;
+    pack_options_.pages = std::string(v) != "0" ? kernels::PageSize::Huge : kernels::PageSize::Small;
 
   int b_const = 0, scales_const = 0, zp_const = 1;
   Ort::ConstValue b = info.GetTensorConstantInput(kB, &b_const);

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "kernels/stream_memory.h"
 #include "runtime/tensor.h"
 #include "util/error.h"
 
@@ -60,15 +61,21 @@ HybridState::HybridState(const ModelIo& io, int64_t batch, int64_t max_length)
   const std::optional<uint64_t> bytes = state_bytes(io, batch, kv_capacity());
   const std::string sizes = "batch " + std::to_string(batch) + " x maximum length " + std::to_string(max_length);
   if (!bytes) fail("runtime", "the state of " + sizes + " is too large to address");
+  // Every decode step reads and writes the states and reads the KV cache:
+  // huge pages, like the packed weights (kernels/stream_memory.h).
+  const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
   try {
-    for (const auto& spec : io_.caches)
-      buffers_.push_back(zero_tensor(spec.dtype, buffer_shape(spec, batch, kv_capacity())));
+    for (const auto& spec : io_.caches) {
+      const std::vector<int64_t> shape = buffer_shape(spec, batch, kv_capacity());
+      const size_t n = size_t(element_count(shape)) * float_element_size(spec.dtype);
+      memory_.push_back(kernels::allocate_stream_memory(n, kernels::PageSize::Huge));
+      buffers_.push_back(Ort::Value::CreateTensor(cpu, memory_.back().get(), n, shape.data(), shape.size(), spec.dtype));
+    }
   } catch (const std::bad_alloc&) {
     fail("runtime", "cannot allocate the state of " + sizes + " (" + gib_text(*bytes) + ")");
   } catch (const Ort::Exception&) {
     fail("runtime", "cannot allocate the state of " + sizes + " (" + gib_text(*bytes) + ")");
   }
-  const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
   row_views_.resize(size_t(batch));
   for (int64_t row = 0; row < batch; ++row) {
     for (size_t c = 0; c < io_.caches.size(); ++c) {

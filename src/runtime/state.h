@@ -20,6 +20,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -89,6 +90,7 @@ class HybridState {
   const ModelIo& io_;
   int64_t batch_;
   int64_t max_length_;
+  std::vector<std::shared_ptr<uint8_t>> memory_;    // zeroed, owned here, viewed by buffers_
   std::vector<Ort::Value> buffers_;                 // parallel to io_.caches, whole batch
   std::vector<std::vector<Ort::Value>> row_views_;  // [row][cache]: batch-1 views into buffers_
   std::vector<Row> rows_;

@@ -28,14 +28,6 @@ std::string element_type_name(ONNXTensorElementDataType type) {
   }
 }
 
-Ort::Value zero_tensor(ONNXTensorElementDataType type, const std::vector<int64_t>& shape) {
-  Ort::AllocatorWithDefaultOptions allocator;
-  Ort::Value value = Ort::Value::CreateTensor(allocator, shape.data(), shape.size(), type);
-  size_t count = value.GetTensorTypeAndShapeInfo().GetElementCount();
-  if (count > 0) std::memset(value.GetTensorMutableRawData(), 0, count * float_element_size(type));
-  return value;
-}
-
 std::vector<int64_t> tensor_shape(const Ort::Value& value) {
   return value.GetTensorTypeAndShapeInfo().GetShape();
 }

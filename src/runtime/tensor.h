@@ -15,10 +15,6 @@ namespace deltagen {
 size_t float_element_size(ONNXTensorElementDataType type);
 std::string element_type_name(ONNXTensorElementDataType type);
 
-// A CPU tensor of `shape`, every byte zero (0.0 in all float formats).
-// Shapes with a zero dimension (an empty KV cache) are fine.
-Ort::Value zero_tensor(ONNXTensorElementDataType type, const std::vector<int64_t>& shape);
-
 std::vector<int64_t> tensor_shape(const Ort::Value& value);
 
 // Elements [begin, begin + count) of a float/float16/bfloat16 tensor as fp32.

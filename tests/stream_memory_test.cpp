@@ -1,4 +1,4 @@
-// Packed-weight memory (kernels/weight_memory.h): zeroed, aligned, disjoint,
+// Packed-weight memory (kernels/stream_memory.h): zeroed, aligned, disjoint,
 // alive as long as its owner, and on huge-page-advised mappings by default.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/weight_memory.h"
+#include "kernels/stream_memory.h"
 
 namespace deltagen::kernels {
 namespace {
@@ -40,14 +40,14 @@ bool thp_enabled_on_request() {
   return modes.find("[always]") != std::string::npos || modes.find("[madvise]") != std::string::npos;
 }
 
-class WeightMemory : public ::testing::TestWithParam<WeightPages> {};
+class StreamMemory : public ::testing::TestWithParam<PageSize> {};
 
-TEST_P(WeightMemory, BlocksAreZeroedAlignedAndDisjoint) {
+TEST_P(StreamMemory, BlocksAreZeroedAlignedAndDisjoint) {
   // Sizes around the 64-byte rounding and a 2 MiB page, as packed matrices have.
   const std::vector<size_t> sizes = {1, 63, 64, 65, 4096, 1234567, (size_t(2) << 20) + 1, 100};
   std::vector<std::shared_ptr<uint8_t>> blocks;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    blocks.push_back(allocate_weight_memory(sizes[i], GetParam()));
+    blocks.push_back(allocate_stream_memory(sizes[i], GetParam()));
     uint8_t* p = blocks.back().get();
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << "size " << sizes[i];
@@ -63,17 +63,17 @@ TEST_P(WeightMemory, BlocksAreZeroedAlignedAndDisjoint) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Pages, WeightMemory, ::testing::Values(WeightPages::Huge, WeightPages::Small),
-                         [](const auto& info) { return info.param == WeightPages::Huge ? "Huge" : "Small"; });
+INSTANTIATE_TEST_SUITE_P(Pages, StreamMemory, ::testing::Values(PageSize::Huge, PageSize::Small),
+                         [](const auto& info) { return info.param == PageSize::Huge ? "Huge" : "Small"; });
 
-TEST(WeightMemoryPages, HugeBlocksAreAdvisedForTransparentHugePages) {
+TEST(StreamMemoryPages, HugeBlocksAreAdvisedForTransparentHugePages) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer builds use heap blocks";
 #endif
   if (!thp_enabled_on_request()) GTEST_SKIP() << "transparent huge pages are off on this machine";
-  std::shared_ptr<uint8_t> small = allocate_weight_memory(size_t(1) << 20, WeightPages::Huge);
-  std::shared_ptr<uint8_t> large = allocate_weight_memory(size_t(200) << 20, WeightPages::Huge);  // own region
-  std::shared_ptr<uint8_t> plain = allocate_weight_memory(size_t(8) << 20, WeightPages::Small);
+  std::shared_ptr<uint8_t> small = allocate_stream_memory(size_t(1) << 20, PageSize::Huge);
+  std::shared_ptr<uint8_t> large = allocate_stream_memory(size_t(200) << 20, PageSize::Huge);  // own region
+  std::shared_ptr<uint8_t> plain = allocate_stream_memory(size_t(8) << 20, PageSize::Small);
   EXPECT_EQ(thp_eligible(small.get()), 1);
   EXPECT_EQ(thp_eligible(large.get()), 1);
   EXPECT_EQ(thp_eligible(large.get() + (size_t(199) << 20)), 1);

@@ -1,4 +1,4 @@
-#include "kernels/weight_memory.h"
+#include "kernels/stream_memory.h"
 
 #include <sys/mman.h>
 
@@ -6,16 +6,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <string>
-
-#include "util/error.h"
+#include <new>
 
 namespace deltagen::kernels {
 namespace {
 
 constexpr size_t kHugePage = size_t(2) << 20;
 // Virtual size of one shared region: pages are only backed once written, so
-// this costs address space, not memory. Larger matrices get a region each.
+// this costs address space, not memory. Larger blocks get a region each.
 constexpr size_t kRegionBytes = size_t(256) << 20;
 constexpr size_t kAlign = 64;
 
@@ -24,7 +22,7 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 std::shared_ptr<uint8_t> heap_block(size_t bytes) {
   const size_t rounded = round_up(std::max<size_t>(bytes, 1), kAlign);
   auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded));
-  if (!p) fail("MatMulNBits", "out of memory packing " + std::to_string(bytes) + " bytes");
+  if (!p) throw std::bad_alloc();
   std::memset(p, 0, rounded);
   return std::shared_ptr<uint8_t>(p, [](uint8_t* q) { std::free(q); });
 }
@@ -72,7 +70,7 @@ class HugePageArena {
     }
     uint8_t* p = region->base + used_;  // never handed out before: still zero
     used_ += need;
-    // Aliasing constructor: the matrix keeps its region mapped.
+    // Aliasing constructor: the block keeps its region mapped.
     return std::shared_ptr<uint8_t>(region, p);
   }
 
@@ -84,11 +82,11 @@ class HugePageArena {
 
 }  // namespace
 
-std::shared_ptr<uint8_t> allocate_weight_memory(size_t bytes, WeightPages pages) {
+std::shared_ptr<uint8_t> allocate_stream_memory(size_t bytes, PageSize pages) {
 #if defined(__SANITIZE_ADDRESS__)
-  pages = WeightPages::Small;
+  pages = PageSize::Small;
 #endif
-  if (pages == WeightPages::Huge) {
+  if (pages == PageSize::Huge) {
     static HugePageArena arena;
     if (std::shared_ptr<uint8_t> p = arena.allocate(bytes)) return p;
   }
