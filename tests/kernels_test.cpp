@@ -110,6 +110,34 @@ TEST(Kernels, Int8KernelsMatchTheInt8Reference) {
   }
 }
 
+// The prefetch setting changes which lines are requested early, never the
+// result: every setting gives the default's bits (and bad text is refused).
+TEST(Kernels, PrefetchSettingsGiveTheSameBits) {
+  EXPECT_FALSE(parse_prefetch("").has_value());
+  for (const char* bad : {"l3:64", "l2:", "l2:-1", "l2:12x", "l1:2000000", "L2:64", "l2: 64"})
+    EXPECT_FALSE(parse_prefetch(bad).has_value()) << bad;
+  ASSERT_TRUE(parse_prefetch("l1:4096").has_value());
+  EXPECT_FALSE(parse_prefetch("l1:4096")->to_l2);
+  EXPECT_EQ(parse_prefetch("l2:0")->distance, 0);
+  EXPECT_TRUE(parse_prefetch("l2:1048576")->to_l2);
+
+  std::mt19937 rng(99);
+  RandomWeights w(70, 333, 32, false, rng);
+  const PackedWeights packed = pack_weights(w.view());
+  const auto a = random_activations(1, 333, rng);
+  for (KernelLevel level : supported_q8_levels()) {
+    MatMulConfig config;
+    config.level = level;
+    std::vector<float> want(70), got(70);
+    matmul_nbits(packed, a.data(), 1, nullptr, want.data(), SerialParallel(), config);
+    for (const char* text : {"l1:0", "l1:4096", "l2:64", "l2:1048576"}) {
+      config.prefetch = *parse_prefetch(text);
+      matmul_nbits(packed, a.data(), 1, nullptr, got.data(), SerialParallel(), config);
+      EXPECT_EQ(got, want) << level_name(level) << " " << text;
+    }
+  }
+}
+
 // The int8 path against the exact fp32 result: within the rounding bound of
 // the activation quantization (|a - q*s| <= s/2 per element) and of fp16 scales.
 // The activation quantizer gives the same bits at every level (the AVX-512

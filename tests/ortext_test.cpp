@@ -209,6 +209,38 @@ TEST(OrtextFastSession, EveryKernelLevelThroughSessionConfig) {
   }
 }
 
+// The memory and prefetch switches reach the kernel: every combination gives
+// the default session's bits, and a malformed value fails session creation.
+TEST(OrtextFastSession, MemoryAndPrefetchSwitchesChangeNoResult) {
+  std::mt19937 rng(5);
+  TempDir dir;
+  RandomWeights w(100, 200, 32, false, rng);
+  const fs::path path = dir / "m.onnx";
+  {
+    std::ofstream out(path, std::ios::binary);
+    matmul_nbits_model({{w.view()}}, 4).SerializeToOstream(&out);
+  }
+  const auto a = random_activations(1, 200, rng);
+  Ort::Session plain = create_session_with_fast_kernels(ort_env(), path, session_options(1));
+  const std::vector<float> want = run(plain, a, 1, 200)[0];
+  for (const char* pages : {"0", "1"})
+    for (const char* prefetch : {"l1:4096", "l2:0", "l2:65536"}) {
+      Ort::SessionOptions options = session_options(1);
+      options.AddConfigEntry(kConfigHugePages, pages);
+      options.AddConfigEntry(kConfigPrefetch, prefetch);
+      Ort::Session s = create_session_with_fast_kernels(ort_env(), path, options);
+      EXPECT_EQ(run(s, a, 1, 200)[0], want) << pages << " " << prefetch;
+    }
+  Ort::SessionOptions bad = session_options(1);
+  bad.AddConfigEntry(kConfigPrefetch, "l3:64");
+  try {
+    create_session_with_fast_kernels(ort_env(), path, bad);
+    ADD_FAILURE() << "a malformed prefetch setting was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("deltagen.matmul.prefetch"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OrtextFastSession, FindsExternalDataNextToTheModel) {
   std::mt19937 rng(4);
   TempDir dir;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/activations.h"
+#include "kernels/matmul_nbits.h"
 #include "kernels/packed_weights.h"
 
 namespace deltagen::kernels::detail {
@@ -17,6 +18,7 @@ struct Q8GemmArgs {
   const float* bias = nullptr;  // N floats or null
   float* y = nullptr;           // a->rows x ldy
   int64_t ldy = 0;
+  MatMulPrefetch prefetch;
 };
 void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
 void gemm_q8_avx2(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);

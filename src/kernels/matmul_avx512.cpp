@@ -17,12 +17,6 @@
 namespace deltagen::kernels::detail {
 namespace {
 
-// Software prefetch distance for the weight stream: 4 KiB ahead keeps enough
-// lines in flight per core for two cores to reach ~85 % of the machine's read
-// bandwidth; 1 KiB left the lm_head GEMV at ~65 % (bench/matmul_nbits_bench,
-// docs/performance.md). 2-8 KiB measure the same.
-constexpr int64_t kPrefetchBytes = 4096;
-
 inline __m512i broadcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -60,10 +54,18 @@ void group_rows(const Q8GemmArgs& args, int64_t g, int64_t m0, __mmask16 valid) 
     __m512i acc_lo[R], acc_hi[R];
     for (int r = 0; r < R; ++r) acc_lo[r] = acc_hi[r] = _mm512_setzero_si512();
     const int64_t k0 = b * s.block_size;
+    // The GEMV streams its weights once: prefetch every line of the record
+    // `distance` bytes ahead (MatMulPrefetch). More rows reuse each load.
+    if constexpr (R == 1) {
+      const char* ahead = reinterpret_cast<const char*>(record) + args.prefetch.distance;
+      if (args.prefetch.to_l2)
+        for (int64_t off = 0; off < stride; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T2);
+      else
+        for (int64_t off = 0; off < stride; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    }
 #pragma GCC unroll 4
     for (int64_t c = 0; c < chunks; ++c) {
       const uint8_t* chunk = record + c * PackedWeights::kChunkBytes;
-      if constexpr (R == 1) _mm_prefetch(reinterpret_cast<const char*>(chunk + kPrefetchBytes), _MM_HINT_T0);
       const __m512i v = _mm512_loadu_si512(chunk);
       const __m512i lo = _mm512_and_si512(v, low4);
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);

@@ -3,6 +3,7 @@
 #include "kernels/matmul_nbits.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -46,11 +47,11 @@ struct Q8Call {
 };
 
 void run_q8(const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
-            const Parallel& parallel, KernelLevel level) {
+            const Parallel& parallel, KernelLevel level, const MatMulConfig& config) {
   thread_local QuantizedRows quantized;  // reused call after call (decode: one row)
   quantize_rows(a, m, w.shape().k, w.shape().k, w.shape().block_size, quantized);
   Q8Call call;
-  call.args = {&w, &quantized, bias, y, w.shape().n};
+  call.args = {&w, &quantized, bias, y, w.shape().n, config.prefetch};
   call.kernel = level >= KernelLevel::Avx512 ? detail::gemm_q8_avx512
                 : level == KernelLevel::Avx2 ? detail::gemm_q8_avx2
                                              : detail::gemm_q8_scalar;
@@ -103,6 +104,17 @@ void run_amx(const PackedWeights& w, const float* a, int64_t m, const float* bia
 
 }  // namespace
 
+std::optional<MatMulPrefetch> parse_prefetch(std::string_view text) {
+  MatMulPrefetch p;
+  if (text.substr(0, 3) == "l1:") p.to_l2 = false;
+  else if (text.substr(0, 3) != "l2:") return std::nullopt;
+  const std::string_view digits = text.substr(3);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), p.distance);
+  if (ec != std::errc() || end != digits.data() + digits.size() || p.distance < 0 || p.distance > (1 << 20))
+    return std::nullopt;
+  return p;
+}
+
 KernelLevel effective_level(int64_t m, const MatMulConfig& config) {
   KernelLevel level = std::min(config.level, supported_level());
   if (level == KernelLevel::Amx && m < config.amx_min_rows) level = KernelLevel::Avx512;
@@ -116,7 +128,7 @@ void matmul_nbits(const PackedWeights& w, const float* a, int64_t m, const float
   if (level == KernelLevel::Amx)
     run_amx(w, a, m, bias, y, parallel);
   else
-    run_q8(w, a, m, bias, y, parallel, level);
+    run_q8(w, a, m, bias, y, parallel, level, config);
 }
 
 }  // namespace deltagen::kernels

@@ -7,6 +7,8 @@
 //        with fp32 accumulation (when the CPU and OS allow AMX).
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "kernels/cpu_features.h"
 #include "kernels/packed_weights.h"
@@ -14,9 +16,23 @@
 
 namespace deltagen::kernels {
 
+// How the AVX-512 GEMV prefetches its weight stream. Into L2 (prefetcht2),
+// 8 KiB ahead: the request then waits in L2's queue, not in one of L1's ~16
+// fill buffers, so more lines are in flight per core. Measured against L1 at
+// 4 KiB (the earlier default), paired in one process: decode x1.06 on the 0.8B
+// model, x1.04 on 2B (docs/performance.md 1.14).
+struct MatMulPrefetch {
+  int64_t distance = 8192;  // bytes ahead of the record being read
+  bool to_l2 = true;        // false: prefetcht0 (into L1)
+};
+
+// "l1:BYTES" or "l2:BYTES" (BYTES in [0, 1 MiB]); nullopt when malformed.
+std::optional<MatMulPrefetch> parse_prefetch(std::string_view text);
+
 struct MatMulConfig {
   KernelLevel level = default_level();  // a cap: lowered to what the CPU supports
   int64_t amx_min_rows = 16;            // from bench/ (docs/performance.md)
+  MatMulPrefetch prefetch;
 };
 
 // a: m x K floats, row-major; y: m x N floats; bias: N floats or null.

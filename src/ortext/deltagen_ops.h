@@ -27,6 +27,8 @@
 //   deltagen.matmul.huge_pages     0 to pack weights on ordinary 4 KiB pages
 //                                  (default 1: transparent huge pages,
 //                                  kernels/stream_memory.h)
+//   deltagen.matmul.prefetch       l1:BYTES or l2:BYTES: the decode GEMV's
+//                                  prefetch (default l2:8192, MatMulPrefetch)
 #pragma once
 #include <onnxruntime_cxx_api.h>
 
@@ -60,6 +62,7 @@ inline constexpr const char* kConfigMaxLevel = "deltagen.matmul.max_level";
 inline constexpr const char* kConfigAmxMinRows = "deltagen.matmul.amx_min_rows";
 inline constexpr const char* kConfigCompactScales = "deltagen.matmul.compact_scales";
 inline constexpr const char* kConfigHugePages = "deltagen.matmul.huge_pages";
+inline constexpr const char* kConfigPrefetch = "deltagen.matmul.prefetch";
 
 // Adds the "deltagen" custom-op domain to `options`. Call once per
 // SessionOptions (registering twice makes session creation fail). The domain

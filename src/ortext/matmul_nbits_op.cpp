@@ -54,6 +54,11 @@ MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
   }
   if (const char* v = config.GetValue(kConfigAmxMinRows)) config_.amx_min_rows = std::stoll(v);
   if (const char* v = config.GetValue(kConfigCompactScales)) pack_options_.compact_scales = std::string(v) != "0";
+  if (const char* v = config.GetValue(kConfigPrefetch)) {
+    auto prefetch = kernels::parse_prefetch(v);
+    if (!prefetch) fail(kConfigPrefetch, std::string("expected l1:BYTES or l2:BYTES, not '") + v + "'");
+    config_.prefetch = *prefetch;
+  }
   if (const char* v = config.GetValue(kConfigHugePages))
     pack_options_.pages = std::string(v) != "0" ? kernels::PageSize::Huge : kernels::PageSize::Small;
 
