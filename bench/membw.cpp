@@ -8,11 +8,12 @@
 // Each pass reads every buffer once: each thread sums its own contiguous
 // slice of each buffer (the slices were first written by the same thread, so
 // pages sit on its NUMA node). Bandwidth = bytes read / wall time of the pass,
-// in GB/s (1e9 bytes). --huge-pages puts the buffers on transparent huge
-// pages, as deltagen's packed weights are (kernels/stream_memory.h): on this
-// VM that reads measurably faster than 4 KiB pages (docs/performance.md 1.14). The best pass is the number to quote, the median shows
+// in GB/s (1e9 bytes). The best pass is the number to quote, the median shows
 // how steady the machine was, and every pass records the interference meter
 // that deltagen bench uses (CPU time of other processes, measure/meters.h).
+// --huge-pages puts the buffers on transparent huge pages, as deltagen's
+// packed weights are (kernels/stream_memory.h): on this VM that reads
+// measurably faster than 4 KiB pages (docs/performance.md 1.14).
 #include <sys/mman.h>
 
 #include <algorithm>

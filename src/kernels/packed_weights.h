@@ -26,7 +26,6 @@
 // PackOptions): at block size 32 that is 10% fewer bytes per GEMV.
 #pragma once
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 
 #include "kernels/stream_memory.h"

@@ -9,7 +9,10 @@
 // than 2 MiB (a 0.8B model has 48 matrices of 1.2 MB, and 1 MiB layer states)
 // share huge pages instead of each rounding up to its own. A region is
 // unmapped when its last block is released; pages are backed when first
-// written, so RSS is what is used.
+// written, so RSS is what is used. Space of a released block is not reused
+// while its region lives (blocks are placed by bumping a pointer): a process
+// that loads and unloads models keeps at most one region's worth of such
+// space per region still in use.
 //
 // Under AddressSanitizer every block is its own heap allocation instead, so
 // out-of-bounds accesses stay detectable.
