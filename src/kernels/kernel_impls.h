@@ -2,6 +2,8 @@
 // its own file compiled with that ISA's flags (see CMakeLists.txt); only the
 // dispatcher calls them, after cpu_features() said the ISA is there.
 #pragma once
+#include <xmmintrin.h>
+
 #include <cstdint>
 
 #include "kernels/activations.h"
@@ -20,6 +22,16 @@ struct Q8GemmArgs {
   int64_t ldy = 0;
   MatMulPrefetch prefetch;
 };
+// A GEMV streams its weights once: the int8 kernels prefetch every line of a
+// block record `prefetch.distance` bytes ahead of it (MatMulPrefetch).
+inline void prefetch_record(const uint8_t* record, int64_t record_bytes, const MatMulPrefetch& prefetch) {
+  const char* ahead = reinterpret_cast<const char*>(record) + prefetch.distance;
+  if (prefetch.to_l2)
+    for (int64_t off = 0; off < record_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T2);
+  else
+    for (int64_t off = 0; off < record_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+}
+
 void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
 void gemm_q8_avx2(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
 void gemm_q8_avx512(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);

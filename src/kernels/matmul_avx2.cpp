@@ -37,6 +37,7 @@ void run(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
       const uint8_t* record = w.group(g);
       const int8_t* qa = a.row(m);
       for (int64_t b = 0; b < kb; ++b, record += w.block_stride(), qa += s.block_size) {
+        if (a.rows == 1) prefetch_record(record, w.block_stride(), args.prefetch);
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
         for (int64_t c = 0; c < chunks; ++c) {
           const uint8_t* chunk = record + c * PackedWeights::kChunkBytes;

@@ -54,15 +54,7 @@ void group_rows(const Q8GemmArgs& args, int64_t g, int64_t m0, __mmask16 valid) 
     __m512i acc_lo[R], acc_hi[R];
     for (int r = 0; r < R; ++r) acc_lo[r] = acc_hi[r] = _mm512_setzero_si512();
     const int64_t k0 = b * s.block_size;
-    // The GEMV streams its weights once: prefetch every line of the record
-    // `distance` bytes ahead (MatMulPrefetch). More rows reuse each load.
-    if constexpr (R == 1) {
-      const char* ahead = reinterpret_cast<const char*>(record) + args.prefetch.distance;
-      if (args.prefetch.to_l2)
-        for (int64_t off = 0; off < stride; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T2);
-      else
-        for (int64_t off = 0; off < stride; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-    }
+    if constexpr (R == 1) prefetch_record(record, stride, args.prefetch);  // R > 1 reuses each load
 #pragma GCC unroll 4
     for (int64_t c = 0; c < chunks; ++c) {
       const uint8_t* chunk = record + c * PackedWeights::kChunkBytes;
