@@ -52,6 +52,13 @@ struct RandomWeights {
   }
 };
 
+// Writes `model` to `path` (a test model file) and returns the path.
+fs::path write_model(const onnx::ModelProto& model, const fs::path& path) {
+  std::ofstream out(path, std::ios::binary);
+  EXPECT_TRUE(model.SerializeToOstream(&out) && out.flush()) << path;
+  return path;
+}
+
 std::vector<float> random_activations(int64_t m, int64_t k, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> a(size_t(m * k));
@@ -156,11 +163,8 @@ TEST(OrtextFastSession, MatchesOrtMatMulNBits) {
       for (const Case& c : cases) {
         RandomWeights w(c.n, c.k, bs, asym, rng);
         for (int64_t level : {0, 4}) {
-          const fs::path path = dir / ("m" + std::to_string(level) + ".onnx");
-          {
-            std::ofstream out(path, std::ios::binary);
-            matmul_nbits_model({{w.view()}}, level).SerializeToOstream(&out);
-          }
+          const fs::path path =
+              write_model(matmul_nbits_model({{w.view()}}, level), dir / ("m" + std::to_string(level) + ".onnx"));
           Ort::Session stock(ort_env(), path.c_str(), session_options(1));
           RewriteSummary summary;
           Ort::Session fast = create_session_with_fast_kernels(ort_env(), path, session_options(1), &summary, any);
@@ -188,11 +192,7 @@ TEST(OrtextFastSession, EveryKernelLevelThroughSessionConfig) {
   std::mt19937 rng(3);
   TempDir dir;
   RandomWeights w(100, 200, 32, true, rng);
-  const fs::path path = dir / "m.onnx";
-  {
-    std::ofstream out(path, std::ios::binary);
-    matmul_nbits_model({{w.view()}}, 4).SerializeToOstream(&out);
-  }
+  const fs::path path = write_model(matmul_nbits_model({{w.view()}}, 4), dir / "m.onnx");
   Ort::Session stock(ort_env(), path.c_str(), session_options(1));
   for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512,
                      kernels::KernelLevel::Amx}) {
@@ -215,11 +215,7 @@ TEST(OrtextFastSession, MemoryAndPrefetchSwitchesChangeNoResult) {
   std::mt19937 rng(5);
   TempDir dir;
   RandomWeights w(100, 200, 32, false, rng);
-  const fs::path path = dir / "m.onnx";
-  {
-    std::ofstream out(path, std::ios::binary);
-    matmul_nbits_model({{w.view()}}, 4).SerializeToOstream(&out);
-  }
+  const fs::path path = write_model(matmul_nbits_model({{w.view()}}, 4), dir / "m.onnx");
   const auto a = random_activations(1, 200, rng);
   Ort::Session plain = create_session_with_fast_kernels(ort_env(), path, session_options(1));
   const std::vector<float> want = run(plain, a, 1, 200)[0];
@@ -248,10 +244,7 @@ TEST(OrtextFastSession, FindsExternalDataNextToTheModel) {
   const onnx::ModelProto model = matmul_nbits_model({{w1.view()}, {w2.view()}}, 4);
   fs::create_directories(dir / "inline");
   fs::create_directories(dir / "external");
-  {
-    std::ofstream out(dir / "inline" / "model.onnx", std::ios::binary);
-    model.SerializeToOstream(&out);
-  }
+  write_model(model, dir / "inline" / "model.onnx");
   save_with_external_data(model, dir / "external" / "model.onnx");
   ASSERT_TRUE(fs::exists(dir / "external" / "model.onnx.data"));
   Ort::Session a = create_session_with_fast_kernels(ort_env(), dir / "inline" / "model.onnx", session_options(1));
@@ -266,11 +259,7 @@ TEST(OrtextFastSession, IntraOpThreadsChangeNothing) {
   std::mt19937 rng(5);
   TempDir dir;
   RandomWeights w(3000, 128, 32, false, rng);
-  const fs::path path = dir / "m.onnx";
-  {
-    std::ofstream out(path, std::ios::binary);
-    matmul_nbits_model({{w.view()}}, 4).SerializeToOstream(&out);
-  }
+  const fs::path path = write_model(matmul_nbits_model({{w.view()}}, 4), dir / "m.onnx");
   Ort::Session one = create_session_with_fast_kernels(ort_env(), path, session_options(1));
   Ort::Session two = create_session_with_fast_kernels(ort_env(), path, session_options(2));
   for (int64_t m : {1, 50}) {
@@ -285,11 +274,7 @@ TEST(OrtextFastSession, BiasAndBatchedShapes) {
   RandomWeights w(24, 40, 16, false, rng);
   std::vector<float> bias(24);
   for (size_t i = 0; i < bias.size(); ++i) bias[i] = float(i);
-  const fs::path path = dir / "m.onnx";
-  {
-    std::ofstream out(path, std::ios::binary);
-    matmul_nbits_model({{w.view(), bias.data()}}, 4).SerializeToOstream(&out);
-  }
+  const fs::path path = write_model(matmul_nbits_model({{w.view(), bias.data()}}, 4), dir / "m.onnx");
   Ort::Session stock(ort_env(), path.c_str(), session_options(1));
   Ort::Session fast = create_session_with_fast_kernels(ort_env(), path, session_options(1));
   const auto a = random_activations(4, 40, rng);
@@ -301,11 +286,7 @@ TEST(OrtextFastSession, EnvironmentSwitchGivesStockOrt) {
   std::mt19937 rng(7);
   TempDir dir;
   RandomWeights w(20, 64, 32, false, rng);
-  const fs::path path = dir / "m.onnx";
-  {
-    std::ofstream out(path, std::ios::binary);
-    matmul_nbits_model({{w.view()}}, 4).SerializeToOstream(&out);
-  }
+  const fs::path path = write_model(matmul_nbits_model({{w.view()}}, 4), dir / "m.onnx");
   ::setenv("DELTAGEN_KERNELS", "ort", 1);
   RewriteSummary summary;
   summary.rewritten = 99;
