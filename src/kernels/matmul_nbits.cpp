@@ -25,42 +25,23 @@ constexpr int64_t kAmxPanelBytes = 512 << 10;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Splits groups into tasks of `per_task` groups (raised to keep the task count bounded).
-void for_each_group_range(int64_t groups, int64_t per_task, const Parallel& parallel,
-                          void (*body)(const void*, int64_t, int64_t), const void* ctx) {
-  per_task = std::max<int64_t>(per_task, ceil_div(groups, int64_t(kMaxTasks)));
-  per_task = std::max<int64_t>(per_task, 1);
-  const int64_t tasks = ceil_div(groups, per_task);
-  if (tasks == 1) {
-    body(ctx, 0, groups);
-    return;
-  }
-  parallel.run(size_t(tasks), [&](size_t t) {
-    const int64_t g0 = int64_t(t) * per_task;
-    body(ctx, g0, std::min(groups, g0 + per_task));
-  });
+// body(g0, g1) over tasks of `per_task` groups (raised to keep the task count bounded).
+template <typename Body>
+void for_each_group_range(int64_t groups, int64_t per_task, const Parallel& parallel, Body body) {
+  for_each_range(groups, std::max<int64_t>(per_task, ceil_div(groups, int64_t(kMaxTasks))), parallel, body);
 }
-
-struct Q8Call {
-  detail::Q8GemmArgs args;
-  void (*kernel)(const detail::Q8GemmArgs&, int64_t, int64_t);
-};
 
 void run_q8(const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
             const Parallel& parallel, KernelLevel level, const MatMulConfig& config) {
   thread_local QuantizedRows quantized;  // reused call after call (decode: one row)
   quantize_rows(a, m, w.shape().k, w.shape().k, w.shape().block_size, quantized);
-  Q8Call call;
-  call.args = {&w, &quantized, bias, y, w.shape().n, config.prefetch};
-  call.kernel = level >= KernelLevel::Avx512 ? detail::gemm_q8_avx512
-                : level == KernelLevel::Avx2 ? detail::gemm_q8_avx2
-                                             : detail::gemm_q8_scalar;
+  const detail::Q8GemmArgs args{&w, &quantized, bias, y, w.shape().n, config.prefetch};
+  const auto kernel = level >= KernelLevel::Avx512 ? detail::gemm_q8_avx512
+                      : level == KernelLevel::Avx2 ? detail::gemm_q8_avx2
+                                                   : detail::gemm_q8_scalar;
   // More rows per group = more work per group: keep tasks about equally long.
   const int64_t per_task = std::max<int64_t>(1, kQ8TaskBytes / (w.group_stride() * std::max<int64_t>(1, m / 4)));
-  for_each_group_range(w.groups(), per_task, parallel, [](const void* ctx, int64_t g0, int64_t g1) {
-    const auto* c = static_cast<const Q8Call*>(ctx);
-    c->kernel(c->args, g0, g1);
-  }, &call);
+  for_each_group_range(w.groups(), per_task, parallel, [&](int64_t g0, int64_t g1) { kernel(args, g0, g1); });
 }
 
 struct FreeAligned {
@@ -93,13 +74,12 @@ void run_amx(const PackedWeights& w, const float* a, int64_t m, const float* bia
       std::fill(a_bf16 + (m0 + rows) * k_padded, a_bf16 + (m0 + detail::kAmxRowBlock) * k_padded, uint16_t(0));
   });
 
-  detail::AmxGemmArgs args{&w, a_bf16, m, m_padded, k_tiles, bias, y, w.shape().n};
+  const detail::AmxGemmArgs args{&w, a_bf16, m, m_padded, k_tiles, bias, y, w.shape().n};
   // Groups per task: as many as fit the panel budget, in pairs (2x2 tiles).
   int64_t per_task = kAmxPanelBytes / detail::amx_panel_bytes(w, k_tiles, 1);
   per_task = std::max<int64_t>(2, per_task / 2 * 2);
-  for_each_group_range(w.groups(), per_task, parallel, [](const void* ctx, int64_t g0, int64_t g1) {
-    detail::gemm_bf16_amx(*static_cast<const detail::AmxGemmArgs*>(ctx), g0, g1);
-  }, &args);
+  for_each_group_range(w.groups(), per_task, parallel,
+                       [&](int64_t g0, int64_t g1) { detail::gemm_bf16_amx(args, g0, g1); });
 }
 
 }  // namespace
