@@ -35,8 +35,8 @@ namespace {
 // One loaded model with its generator and prompt, ready to run.
 class Bench {
  public:
-  Bench(const fs::path& dir, std::string label, KernelSet kernels,
-        const std::vector<std::pair<std::string, std::string>>& session_config, const BenchOptions& o)
+  Bench(const fs::path& dir, std::string label, KernelSet kernels, const SessionConfig& session_config,
+        const BenchOptions& o)
       : options_(o) {
     info_.label = std::move(label);
     info_.dir = dir;

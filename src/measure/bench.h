@@ -55,7 +55,7 @@ struct BenchOptions {
   KernelSet kernels[2] = {KernelSet::Deltagen, KernelSet::Deltagen};
   // Per model: extra session config entries (RuntimeOptions::session_config),
   // so one file can be paired against itself with one kernel switch flipped.
-  std::vector<std::pair<std::string, std::string>> session_config[2];
+  SessionConfig session_config[2];
 };
 
 // Throws Error for values no benchmark can run with.

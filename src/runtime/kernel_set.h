@@ -1,4 +1,7 @@
 #pragma once
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace deltagen {
 
@@ -10,5 +13,9 @@ namespace deltagen {
 //                GatedRMSNorm chain as one deltagen.GatedDeltaNet node, each MLP's
 //                SwiGLU folded into its down_proj (the default)
 enum class KernelSet { Ort, DeltagenOps, Deltagen };
+
+// ONNX Runtime session config entries (key, value), in the order they are
+// added: among them the kernels' own switches (src/ortext/deltagen_ops.h).
+using SessionConfig = std::vector<std::pair<std::string, std::string>>;
 
 }  // namespace deltagen

@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <onnxruntime_cxx_api.h>
@@ -63,7 +62,7 @@ struct RuntimeOptions {
   KernelSet kernels = KernelSet::Deltagen;
   // Extra session config entries (key, value), e.g. the kernels' switches in
   // ortext/deltagen_ops.h; `bench --session-config` A/B-tests them.
-  std::vector<std::pair<std::string, std::string>> session_config;
+  SessionConfig session_config;
 };
 
 // The process-wide ONNX Runtime environment (created on first use).

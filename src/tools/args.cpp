@@ -72,13 +72,25 @@ double Args::get_double(const std::string& f, double fallback) {
   }
 }
 
-std::vector<int64_t> parse_ids(const std::string& text, const std::string& what) {
-  std::vector<int64_t> ids;
+namespace {
+
+// The items between commas ("" gives one empty item, "a,,b" an empty middle one).
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> items;
   size_t start = 0;
   while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
+    const size_t end = std::min(text.find(',', start), text.size());
+    items.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_ids(const std::string& text, const std::string& what) {
+  std::vector<int64_t> ids;
+  for (std::string item : split_commas(text)) {
     while (!item.empty() && item.front() == ' ') item.erase(item.begin());
     while (!item.empty() && item.back() == ' ') item.pop_back();
     int64_t x = 0;
@@ -86,7 +98,6 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& what)
     if (item.empty() || ec != std::errc() || p != item.data() + item.size() || x < 0)
       fail(what, "not a comma-separated list of token ids: '" + text + "'");
     ids.push_back(x);
-    start = end + 1;
   }
   return ids;
 }
@@ -110,19 +121,15 @@ void Args::finish() {
   if (!positional_.empty() && !asked_.count("")) fail(command_, "unexpected argument '" + positional_[0] + "'");
 }
 
-std::vector<std::pair<std::string, std::string>> get_session_config_flag(Args& args, const std::string& flag) {
-  std::vector<std::pair<std::string, std::string>> entries;
+SessionConfig get_session_config_flag(Args& args, const std::string& flag) {
+  SessionConfig entries;
   const auto v = args.get(flag);
   if (!v) return entries;
-  size_t start = 0;
-  while (start <= v->size()) {
-    const size_t end = std::min(v->find(',', start), v->size());
-    const std::string entry = v->substr(start, end - start);
+  for (const std::string& entry : split_commas(*v)) {
     const size_t eq = entry.find('=');
     if (eq == 0 || eq == std::string::npos)
       fail("--" + flag, "expected KEY=VALUE[,KEY=VALUE...], not '" + entry + "'");
     entries.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
-    start = end + 1;
   }
   return entries;
 }

@@ -6,7 +6,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "runtime/kernel_set.h"
@@ -51,6 +50,6 @@ KernelSet get_kernels_flag(Args& args, const std::string& flag);
 
 // --session-config-style flag: "KEY=VALUE[,KEY=VALUE...]" (ONNX Runtime session
 // config entries); empty when the flag is absent, Error when malformed.
-std::vector<std::pair<std::string, std::string>> get_session_config_flag(Args& args, const std::string& flag);
+SessionConfig get_session_config_flag(Args& args, const std::string& flag);
 
 }  // namespace deltagen
