@@ -138,8 +138,6 @@ TEST(Kernels, PrefetchSettingsGiveTheSameBits) {
   }
 }
 
-// The int8 path against the exact fp32 result: within the rounding bound of
-// the activation quantization (|a - q*s| <= s/2 per element) and of fp16 scales.
 // The activation quantizer gives the same bits at every level (the AVX-512
 // block and the portable one), NaN and infinities included, and rounds half
 // to even as the definition says.
@@ -181,6 +179,8 @@ TEST(Kernels, ActivationQuantizationIsTheSameAtEveryLevel) {
   }
 }
 
+// The int8 path against the exact fp32 result: within the rounding bound of
+// the activation quantization (|a - q*s| <= s/2 per element) and of fp16 scales.
 TEST(Kernels, Int8PathStaysWithinItsQuantizationBound) {
   std::mt19937 rng(99);
   const KernelLevel level = std::min(supported_level(), KernelLevel::Avx512);

@@ -93,8 +93,6 @@ double max_abs_diff(const A& a, const B& b) {
   return m;
 }
 
-// The message of the deltagen::Error `fn` throws, checked to be one line;
-// fails the test if it throws nothing or something else ("" then).
 // Two sessions' logits for the same input: the largest difference within
 // tol x (1 + the largest magnitude of `want`).
 inline void expect_logits_close(const Logits& got, const Logits& want, double tol, const std::string& what) {
@@ -107,6 +105,8 @@ inline void expect_logits_close(const Logits& got, const Logits& want, double to
   EXPECT_LE(worst, tol * (1.0 + scale)) << what;
 }
 
+// The message of the deltagen::Error `fn` throws, checked to be one line;
+// fails the test if it throws nothing or something else ("" then).
 inline std::string error_message(const std::function<void()>& fn) {
   try {
     fn();
