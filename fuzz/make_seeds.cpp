@@ -21,7 +21,7 @@
 #include "synth/synth.h"
 #include "tiny_state.h"
 #include "tokenizer/byte_level.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace fs = std::filesystem;

@@ -19,7 +19,7 @@
 #include "runtime_fixtures.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {
@@ -89,11 +89,35 @@ TEST(Chat, StreamedPiecesAddUpToTheDecodedReply) {
   const GenerationResult r = c.generate(std::string_view("hello"), greedy(12), [&](std::string_view text, int64_t id) {
     streamed += text;
     seen.push_back(id);
+    return true;
   });
   EXPECT_EQ(seen, r.generated_ids);
   EXPECT_EQ(streamed, r.text);
   EXPECT_EQ(r.text, golden_chat_engine()->tokenizer().decode(r.generated_ids, {.skip_special_tokens = true}));
   EXPECT_FALSE(r.text.empty());
+}
+
+TEST(Chat, ACallbackReturningFalseStopsTheSequenceAfterThatToken) {
+  Conversation full(golden_chat_engine());
+  GenerationOptions o = greedy(12);
+  o.stop_at_eos = false;
+  const GenerationResult whole = full.generate(test::golden_prompt_ids(), o);
+  ASSERT_EQ(whole.generated_ids.size(), 12u);
+
+  Conversation c(golden_chat_engine());
+  int calls = 0;
+  const GenerationResult r = c.generate(test::golden_prompt_ids(), o, [&](std::string_view, int64_t) {
+    return ++calls < 3;  // stop on the third token
+  });
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(r.stop_reason, StopReason::Cancelled);
+  EXPECT_STREQ(stop_reason_name(r.stop_reason), "cancelled");
+  EXPECT_EQ(r.generated_ids, std::vector<int64_t>(whole.generated_ids.begin(), whole.generated_ids.begin() + 3));
+  // The conversation holds the cancelled reply and goes on from it as from any other stop.
+  EXPECT_EQ(c.length(), int64_t(test::golden_prompt_ids().size()) + 3);
+  o.max_new_tokens = 2;
+  const GenerationResult more = c.generate(std::span<const int64_t>(), o);
+  EXPECT_EQ(more.generated_ids[0], whole.generated_ids[3]);
 }
 
 TEST(Chat, StopStringEndsTheTextBeforeIt) {
@@ -104,7 +128,10 @@ TEST(Chat, StopStringEndsTheTextBeforeIt) {
   o.stop_strings = {"w381"};
   std::string streamed;
   const GenerationResult r =
-      c.generate(test::golden_prompt_ids(), o, [&](std::string_view text, int64_t) { streamed += text; });
+      c.generate(test::golden_prompt_ids(), o, [&](std::string_view text, int64_t) {
+        streamed += text;
+        return true;
+      });
   EXPECT_EQ(r.generated_ids, (std::vector<int64_t>{77, 490, 490, 381}));
   EXPECT_EQ(r.stop_reason, StopReason::StopString);
   EXPECT_EQ(r.text, "Mw490w490");

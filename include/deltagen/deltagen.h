@@ -8,7 +8,7 @@
 //   options.sampling.temperature = 0.7;
 //   chat.send("Hello!", options, [](std::string_view text, int64_t) { std::cout << text << std::flush; });
 //
-// Errors are deltagen::Error (util/error.h), one line: "subject: problem".
+// Errors are deltagen::Error (deltagen/error.h), one line: "subject: problem".
 // Objects are not thread-safe; use one Conversation / Chat per thread.
 // No ONNX Runtime type appears here.
 #pragma once
@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "deltagen/error.h"
 #include "deltagen/options.h"
 
 namespace deltagen {
@@ -72,8 +73,10 @@ class Engine {
 };
 
 // Called with each piece of text as it becomes final (empty without a
-// tokenizer) and the token that completed it.
-using StreamCallback = std::function<void(std::string_view text, int64_t token)>;
+// tokenizer) and the token that completed it. Returning false stops the
+// sequence after this token (StopReason::Cancelled): a caller's stop button,
+// a client that went away.
+using StreamCallback = std::function<bool(std::string_view text, int64_t token)>;
 
 // An immutable copy of a conversation's whole state: token history,
 // position, KV cache up to the current length, conv and recurrent states.
@@ -163,8 +166,8 @@ class Chat {
 
 // Several independent prompts at once (batch = prompts.size()): each row has
 // its own sampler (seed + row), stop condition and state; results are in
-// prompt order. on_text receives the row index too.
-using BatchStreamCallback = std::function<void(int64_t row, std::string_view text, int64_t token)>;
+// prompt order. on_text receives the row index too; false stops that row.
+using BatchStreamCallback = std::function<bool(int64_t row, std::string_view text, int64_t token)>;
 std::vector<GenerationResult> generate_batch(Engine& engine, std::span<const std::vector<int64_t>> prompts,
                                              const GenerationOptions& options, int64_t max_length = 0,
                                              const BatchStreamCallback& on_text = {});

@@ -44,8 +44,10 @@ enum class StopReason {
   Eos,           // generated an EOS / stop id (it is the last generated id)
   StopString,    // the text reached a stop string (the text ends before it)
   Length,        // the sequence filled its maximum length
+  Cancelled,     // the stream callback returned false (the last generated id is the one it was given)
 };
-const char* stop_reason_name(StopReason reason);  // "max_new_tokens", "eos", "stop_string", "length"
+// "max_new_tokens", "eos", "stop_string", "length", "cancelled"
+const char* stop_reason_name(StopReason reason);
 
 struct GenerationResult {
   std::vector<int64_t> generated_ids;

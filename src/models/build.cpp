@@ -13,7 +13,7 @@
 #include "models/precision_plan.h"
 #include "models/qwen35.h"
 #include "util/atomic_file.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace fs = std::filesystem;

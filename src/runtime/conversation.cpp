@@ -5,7 +5,7 @@
 #include "runtime/engine_impl.h"
 #include "runtime/generation.h"
 #include "runtime/generator.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 
@@ -71,7 +71,7 @@ GenerationResult Conversation::generate(std::span<const int64_t> prompt, const G
     return feed;
   }()};
   TokenCallback callback;
-  if (on_text) callback = [&](int64_t, int64_t token, std::string_view text) { on_text(text, token); };
+  if (on_text) callback = [&](int64_t, int64_t token, std::string_view text) { return on_text(text, token); };
 
   const int64_t length_before = c.generator.state().length(0);
   GenerationResult result;

@@ -4,7 +4,7 @@
 #include "runtime/engine_impl.h"
 #include "runtime/generation.h"
 #include "runtime/generator.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace fs = std::filesystem;
@@ -89,7 +89,7 @@ std::vector<GenerationResult> generate_batch(Engine& engine, std::span<const std
   Generator generator(*engine.impl().model, int64_t(prompts.size()), resolve_max_length(engine, max_length));
   const Tokenizer* tokenizer = engine.impl().tokenizer_for(options);
   TokenCallback callback;
-  if (on_text) callback = [&](int64_t row, int64_t token, std::string_view text) { on_text(row, text, token); };
+  if (on_text) callback = [&](int64_t row, int64_t token, std::string_view text) { return on_text(row, text, token); };
   return generate_rows(generator, prompts, options, tokenizer, callback);
 }
 

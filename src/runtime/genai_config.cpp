@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "runtime/generation.h"
 #include "runtime/tensor.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/half.h"
 
 namespace deltagen {

@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #endif
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

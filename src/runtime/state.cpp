@@ -7,7 +7,7 @@
 
 #include "kernels/stream_memory.h"
 #include "runtime/tensor.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

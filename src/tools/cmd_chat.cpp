@@ -23,7 +23,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/generation_flags.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {
@@ -102,7 +102,10 @@ class ChatSession {
   void turn(const std::string& message) {
     undo_.push_back(chat_.conversation().snapshot());
     StreamCallback on_text;
-    if (!flags_.json) on_text = [](std::string_view text, int64_t) { print_text(text); };
+    if (!flags_.json) on_text = [](std::string_view text, int64_t) {
+      print_text(text);
+      return true;
+    };
     GenerationResult r;
     try {
       r = chat_.send(message, flags_.options, on_text);

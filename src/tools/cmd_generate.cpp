@@ -38,7 +38,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/generation_flags.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace deltagen {
@@ -196,7 +196,10 @@ int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
 
   const bool stream = f.text_mode() && !f.json;
   StreamCallback on_text;
-  if (stream) on_text = [](std::string_view text, int64_t) { print_text(text); };
+  if (stream) on_text = [](std::string_view text, int64_t) {
+      print_text(text);
+      return true;
+    };
   const GenerationResult r = conversation.generate(std::span<const int64_t>(prompt), f.options, on_text);
 
   if (!f.logits_out.empty()) write_npy_f32(f.logits_out, r.logits.data(), {r.logits_rows, r.vocab});

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

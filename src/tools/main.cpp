@@ -5,7 +5,7 @@
 #include <string>
 
 #include "tools/commands.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace {
 
