@@ -447,6 +447,25 @@ TEST(ChatOutputParser, AnyChunkingGivesTheWholeParse) {
     }
 }
 
+// Texts glued from pieces of the markup, to reach the orders of tags no one
+// writes by hand; a small memory bound to reach its edge too.
+TEST(ChatOutputParser, AnyChunkingOfTextsMadeOfMarkupPieces) {
+  const std::vector<std::string> pieces = {
+      "<think>", "</think>", "<tool_call>", "</tool_call>", "<function=f>", "<function=get_weather>",
+      "<parameter=days>", "<parameter=city>", "</parameter>", "</function>", "\n", "\n\n", " ", "x", "<",
+      "</", "<tool_", "{\"name\": \"f\", \"arguments\": {\"a\": [1]}}", "{", "3", "True", "\xc3\xa9", "\xe2",
+      "\xf0\x9f\x99\x82"};
+  std::mt19937 rng(2024);
+  for (int round = 0; round < 150; ++round) {
+    std::string text;
+    for (size_t n = 3 + rng() % 20; n > 0; --n) text += pieces[rng() % pieces.size()];
+    ChatOutputParserOptions o = opts(round % 2 == 1);
+    if (round % 3 == 0) o.max_held_bytes = 24 + rng() % 40;
+    expect_chunking_invariant(text, o);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // ---- round trip through Qwen3.5's template ----------------------------------------------
 
 // What Python's json.dumps writes (the template's tojson): ", " and ": ".
