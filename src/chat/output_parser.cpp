@@ -263,14 +263,14 @@ bool ChatOutputParser::step(size_t end, bool final, ChatDelta& out) {
   const std::string_view text = std::string_view(buf_).substr(pos_, end - pos_);
   switch (state_) {
     case State::Start:
-      return step_start(end, final);
+      return step_start(text, final);
     case State::ReasoningStart:  // the template writes "<think>\n"
       if (text.empty() && !final) return false;
       if (!text.empty() && text.front() == '\n') ++pos_;
       state_ = State::Reasoning;
       return true;
     case State::Reasoning:
-      return step_reasoning(end, final, out);
+      return step_reasoning(text, final, out);
     case State::AfterReasoning: {  // the template writes "</think>\n\n"
       if (!final && (text.empty() || text == "\n")) return false;
       const size_t newlines = text.starts_with("\n\n") ? 2 : text.starts_with("\n") ? 1 : 0;
@@ -279,15 +279,14 @@ bool ChatOutputParser::step(size_t end, bool final, ChatDelta& out) {
       return true;
     }
     case State::Content:
-      return step_content(end, final, out);
+      return step_content(text, final, out);
     case State::ToolCall:
-      return step_tool_call(end, final, out);
+      return step_tool_call(text, final, out);
   }
   return false;
 }
 
-bool ChatOutputParser::step_start(size_t end, bool final) {
-  const std::string_view text = std::string_view(buf_).substr(pos_, end - pos_);
+bool ChatOutputParser::step_start(std::string_view text, bool final) {
   if (options_.starts_in_reasoning) {
     // The prompt ended with <think>; a model may still write its own.
     if (text.starts_with(kThinkOpen)) {
@@ -315,8 +314,7 @@ bool ChatOutputParser::step_start(size_t end, bool final) {
   return true;
 }
 
-bool ChatOutputParser::step_reasoning(size_t end, bool final, ChatDelta& out) {
-  const std::string_view text = std::string_view(buf_).substr(pos_, end - pos_);
+bool ChatOutputParser::step_reasoning(std::string_view text, bool final, ChatDelta& out) {
   if (const size_t close = text.find(kThinkClose); close != std::string_view::npos) {
     std::string_view reasoning = text.substr(0, close);
     if (reasoning.ends_with('\n')) reasoning.remove_suffix(1);  // the template writes "\n</think>"
@@ -342,12 +340,11 @@ void ChatOutputParser::emit_content(std::string_view text, ChatDelta& out) {
   after_call_ = false;
 }
 
-bool ChatOutputParser::step_content(size_t end, bool final, ChatDelta& out) {
-  const std::string_view text = std::string_view(buf_).substr(pos_, end - pos_);
+bool ChatOutputParser::step_content(std::string_view text, bool final, ChatDelta& out) {
   const size_t max_space = options_.max_held_bytes;
   if (!calls_enabled_) {
     emit_content(text, out);
-    pos_ = end;
+    pos_ += text.size();
     return false;
   }
   if (const size_t open = text.find(kCallOpen); open != std::string_view::npos) {
@@ -365,7 +362,7 @@ bool ChatOutputParser::step_content(size_t end, bool final, ChatDelta& out) {
   if (final) {
     // A model may end with a newline after its last call: not content.
     if (!(after_call_ && trailing_space(text) == text.size() && text.size() <= max_space)) emit_content(text, out);
-    pos_ = end;
+    pos_ += text.size();
     return false;
   }
   // Hold back what a <tool_call> may still follow or complete.
@@ -376,8 +373,7 @@ bool ChatOutputParser::step_content(size_t end, bool final, ChatDelta& out) {
   return false;
 }
 
-bool ChatOutputParser::step_tool_call(size_t end, bool final, ChatDelta& out) {
-  const std::string_view text = std::string_view(buf_).substr(pos_, end - pos_);
+bool ChatOutputParser::step_tool_call(std::string_view text, bool final, ChatDelta& out) {
   const size_t limit = options_.max_held_bytes;
   // Decided within the first `limit` bytes only, so that a call is judged the
   // same however the text arrives.

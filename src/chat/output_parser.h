@@ -19,15 +19,25 @@
 // or is still open when generation ends, is content, verbatim. Generation
 // that ends inside the reasoning (no </think>) leaves it reasoning, as
 // llama-server and vLLM do. <think> is recognised only at the start of the
-// output; <tool_call> only outside the reasoning; a call ends at its first
-// </tool_call> (a parameter value cannot contain one).
+// output (a </think> in content that no <think> opened stays content:
+// starts_in_reasoning says where the output starts). <tool_call> is read only
+// outside the reasoning, and only where <function= or { follows it (else it
+// is prose, content); a call ends at its first </tool_call> (a parameter
+// value cannot contain one).
+//
+// The XML form's values are text; the tools' JSON schemas type them (see
+// typed_value in the .cpp): a string stays as written, integer/number,
+// boolean (true/True), null (null/None), object and array are parsed, and a
+// value that does not fit stays a string. Without a schema: JSON if it is
+// JSON, else a string. Calls to tools not offered are returned all the same.
 //
 // Streaming: push() returns at once everything that is decided; it holds back
 // only a tail that may still become markup (a prefix of a tag, the whitespace
 // that a following <tool_call> would trim, a "\n" that may precede </think>),
 // an incomplete UTF-8 sequence, and an open tool call until </tool_call>.
 // However the text is chunked, the deltas add up to parse_chat_output of
-// the whole text.
+// the whole text. A delta does not say where in its content a call stood
+// (OpenAI's messages and deltas keep content and tool_calls apart too).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -104,12 +114,13 @@ class ChatOutputParser {
   // Runs the state machine over buf_[pos_, end): `end` is what has arrived
   // (less an incomplete UTF-8 sequence), `final` says nothing more comes.
   void advance(size_t end, bool final, ChatDelta& out);
-  // One step; false when it needs more text to decide.
+  // One step over `text` = buf_[pos_, end); false when it needs more text
+  // to decide (or, when final, has consumed it all).
   bool step(size_t end, bool final, ChatDelta& out);
-  bool step_start(size_t end, bool final);
-  bool step_reasoning(size_t end, bool final, ChatDelta& out);
-  bool step_content(size_t end, bool final, ChatDelta& out);
-  bool step_tool_call(size_t end, bool final, ChatDelta& out);
+  bool step_start(std::string_view text, bool final);
+  bool step_reasoning(std::string_view text, bool final, ChatDelta& out);
+  bool step_content(std::string_view text, bool final, ChatDelta& out);
+  bool step_tool_call(std::string_view text, bool final, ChatDelta& out);
   void emit_content(std::string_view text, ChatDelta& out);
 
   // The call's body (between the tags) as a ToolCall; false if malformed.
