@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/output_parser.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

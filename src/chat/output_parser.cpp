@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 
