@@ -55,6 +55,9 @@ class Engine {
   int64_t context_length() const;  // 0 when the model does not say
   int64_t max_length() const;      // the default length of a conversation's state
   const std::vector<int64_t>& eos_token_ids() const;  // genai_config.json eos_token_id
+  // How the checkpoint recommends sampling (genai_config.json "search", from
+  // its generation_config.json): what chats and the server start from.
+  const SamplingOptions& sampling_defaults() const;
   const std::filesystem::path& model_dir() const;
 
   // Whether a tokenizer file is there; tokenizer() loads it (once) and throws

@@ -70,6 +70,7 @@ int64_t Engine::vocab_size() const { return impl_->model->vocab_size(); }
 int64_t Engine::context_length() const { return impl_->model->config().context_length; }
 int64_t Engine::max_length() const { return impl_->max_length; }
 const std::vector<int64_t>& Engine::eos_token_ids() const { return impl_->model->config().eos_token_ids; }
+const SamplingOptions& Engine::sampling_defaults() const { return impl_->model->config().sampling; }
 const fs::path& Engine::model_dir() const { return impl_->model->dir(); }
 bool Engine::has_tokenizer() const { return !impl_->tokenizer_path.empty(); }
 

@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"tokenize", deltagen::cmd_tokenize, "encode text to token ids or decode ids to text"},
     {"bench", deltagen::cmd_bench, "measure prompt/generation speed (one model, or two alternately with --vs)"},
     {"compare", deltagen::cmd_compare, "measure how far one model's logits are from another's or the reference"},
+    {"serve", deltagen::cmd_serve, "serve a model over an OpenAI-compatible HTTP API, with a web chat page"},
 };
 
 void usage(FILE* out) {
