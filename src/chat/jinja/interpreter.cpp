@@ -5,7 +5,7 @@
 
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/problem.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::jinja {
 
