@@ -1,5 +1,7 @@
 #include "serve/http_server.h"
 
+#include <dirent.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,99 +25,48 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kPoll = std::chrono::milliseconds(100);  // how often a waiting handler looks at its client
 constexpr auto kKeepAlive = std::chrono::seconds(10);   // an SSE comment when nothing else was sent
 
-// The socket of the connection this thread serves (httplib does not hand it
-// to handlers): set by Server::process_and_close_socket below.
-thread_local int t_socket = -1;
-// Set on the thread that answers connections beyond the pending limit.
-thread_local bool t_reject = false;
+// The socket a request came on, found by its two addresses among the
+// process's open sockets: cpp-httplib 0.11 hands handlers no socket, and a
+// handler must notice a client that went away while its reply is generated.
+// -1 when not found (the request is then never seen as abandoned).
+int connection_socket(const httplib::Request& req) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return -1;
+  int found = -1;
+  while (dirent* entry = ::readdir(dir)) {
+    const int fd = std::atoi(entry->d_name);
+    if (fd <= 2) continue;
+    sockaddr_storage peer{}, local{};
+    socklen_t peer_size = sizeof peer, local_size = sizeof local;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0)
+      continue;
+    char host[NI_MAXHOST], port[NI_MAXSERV], local_port[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&peer), peer_size, host, sizeof host, port, sizeof port,
+                      NI_NUMERICHOST | NI_NUMERICSERV) != 0 ||
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&local), local_size, nullptr, 0, local_port, sizeof local_port,
+                      NI_NUMERICSERV) != 0)
+      continue;
+    if (req.remote_addr == host && req.remote_port == std::atoi(port) && req.local_port == std::atoi(local_port)) {
+      found = fd;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
 
 // The peer closed the connection (or reset it): nothing we write will arrive.
-bool client_gone() {
-  if (t_socket < 0) return false;
-  pollfd p{t_socket, POLLIN | POLLRDHUP, 0};
+bool client_gone(int socket) {
+  if (socket < 0) return false;
+  pollfd p{socket, POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) <= 0) return false;
   if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return true;
   char c;
-  return ::recv(t_socket, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  return ::recv(socket, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace); }
-
-// httplib's Server, remembering each connection's socket for its thread and
-// answering 503 at once to connections past the pending limit.
-class Server : public httplib::Server {
- protected:
-  bool process_and_close_socket(socket_t sock) override {
-    if (t_reject) {
-      static constexpr char kBusy[] =
-          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-          "Connection: close\r\nContent-Length: 109\r\n\r\n"
-          "{\"error\":{\"message\":\"the server has too many open connections\",\"type\":\"server_busy\",\"param\":null,\"code\":null}}";
-      timeval t{1, 0};
-      ::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
-      [[maybe_unused]] ssize_t n = ::send(sock, kBusy, sizeof kBusy - 1, MSG_NOSIGNAL);
-      ::shutdown(sock, SHUT_RDWR);
-      ::close(sock);
-      return true;
-    }
-    t_socket = sock;
-    const bool ok = httplib::Server::process_and_close_socket(sock);
-    t_socket = -1;
-    return ok;
-  }
-};
-
-// Connection threads with a bounded wait list: past it, a connection is
-// handed to one thread that answers 503 without reading the request.
-class BoundedPool : public httplib::TaskQueue {
- public:
-  BoundedPool(size_t threads, size_t max_pending) : max_pending_(max_pending) {
-    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(jobs_, false); });
-    threads_.emplace_back([this] { work(rejects_, true); });
-  }
-  ~BoundedPool() override { shutdown(); }
-
-  void enqueue(std::function<void()> fn) override {
-    {
-      std::lock_guard lock(mutex_);
-      (jobs_.size() < max_pending_ ? jobs_ : rejects_).push_back(std::move(fn));
-    }
-    wake_.notify_all();
-  }
-
-  void shutdown() override {
-    {
-      std::lock_guard lock(mutex_);
-      if (stopping_) return;
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-
- private:
-  void work(std::deque<std::function<void()>>& queue, bool reject) {
-    t_reject = reject;
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue.empty(); });
-        if (queue.empty()) return;  // stopping, and nothing left
-        fn = std::move(queue.front());
-        queue.pop_front();
-      }
-      fn();
-    }
-  }
-
-  size_t max_pending_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_, rejects_;
-  std::vector<std::thread> threads_;
-  bool stopping_ = false;
-};
 
 void send_json(httplib::Response& res, int status, const ordered_json& body) {
   res.status = status;
@@ -141,6 +92,7 @@ struct Answer {
   std::shared_ptr<SequenceStream> sequence;
   Reply reply;
   bool include_usage = false;
+  int socket = -1;  // the client's connection
   bool started = false;
   Clock::time_point last_write = Clock::now();
 };
@@ -150,7 +102,7 @@ void answer_whole(Answer<Reply>& a, httplib::Response& res) {
   std::vector<TokenEvent> events;
   std::optional<SequenceEnd> end;
   while (!(end = a.sequence->wait(events, kPoll)))
-    if (client_gone()) a.sequence->cancel();
+    if (client_gone(a.socket)) a.sequence->cancel();
   a.reply.push(events);
   a.reply.finish(*end);
   if (!end->error.empty()) return send_error(res, ApiError(500, "server_error", "", end->error));
@@ -186,7 +138,7 @@ void answer_stream(std::shared_ptr<Answer<Reply>> a, httplib::Response& res) {
       ok = ok && write_text(sink, ": keep-alive\n\n");
       a->last_write = Clock::now();
     }
-    if (!ok || client_gone()) {
+    if (!ok || client_gone(a->socket)) {
       a->sequence->cancel();
       return false;
     }
@@ -209,7 +161,7 @@ struct HttpServer::Impl {
 
   Service& service;
   HttpOptions options;
-  Server server;
+  httplib::Server server;
 
   bool authorized(const httplib::Request& req) const {
     if (options.api_key.empty()) return true;
@@ -246,7 +198,8 @@ struct HttpServer::Impl {
     p.parser.tools = params->tools.is_null() ? nullptr : &params->tools;
     auto a = std::make_shared<Answer<ChatReply>>(Answer<ChatReply>{
         service.scheduler().submit(std::move(p.sequence)),
-        ChatReply(p.header, service.tokenizer(), p.parser, params->top_logprobs >= 0), params->include_usage});
+        ChatReply(p.header, service.tokenizer(), p.parser, params->top_logprobs >= 0), params->include_usage,
+        connection_socket(req)});
     if (params->stream) answer_stream(a, res);
     else answer_whole(*a, res);
   }
@@ -255,7 +208,8 @@ struct HttpServer::Impl {
     PreparedText p = service.prepare_text(req.body);
     auto a = std::make_shared<Answer<TextReply>>(
         Answer<TextReply>{service.scheduler().submit(std::move(p.sequence)),
-                          TextReply(p.header, &service.tokenizer(), p.echo, p.params.top_logprobs), p.params.include_usage});
+                          TextReply(p.header, &service.tokenizer(), p.echo, p.params.top_logprobs), p.params.include_usage,
+                          connection_socket(req)});
     if (p.params.stream) answer_stream(a, res);
     else answer_whole(*a, res);
   }
@@ -309,9 +263,10 @@ HttpServer::HttpServer(Service& service, HttpOptions options)
     : impl_(std::make_unique<Impl>(service, std::move(options))) {
   const HttpOptions& o = impl_->options;
   const SchedulerOptions& s = service.scheduler().options();
+  // A thread per connection being answered: every row, the queue, and a few
+  // for /health and /metrics. Connections past that wait to be accepted.
   const size_t threads = o.threads > 0 ? size_t(o.threads) : size_t(s.parallel + s.max_queue + 8);
-  const size_t pending = size_t(std::max(1, o.max_pending_connections));
-  impl_->server.new_task_queue = [threads, pending] { return new BoundedPool(threads, pending); };
+  impl_->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->server.set_payload_max_length(o.max_body_bytes);
   impl_->server.set_read_timeout(30);
   impl_->server.set_write_timeout(30);

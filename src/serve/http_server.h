@@ -21,7 +21,6 @@ struct HttpOptions {
   std::string api_key;          // empty: no auth
   size_t max_body_bytes = size_t(16) << 20;
   int threads = 0;              // connection threads; 0 = enough for every row and the queue
-  int max_pending_connections = 256;  // accepted but waiting for a thread; more get 503 at once
 };
 
 class HttpServer {
