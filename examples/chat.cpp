@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
         continue;
       }
       before_turn.push_back(chat.conversation().snapshot());
-      const deltagen::GenerationResult reply =
+      const deltagen::ChatReply reply =
           chat.send(line, options, [](std::string_view text, int64_t) {
             std::cout << text << std::flush;
             return true;  // false would stop the reply here

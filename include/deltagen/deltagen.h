@@ -1,12 +1,17 @@
 // deltagen's C++ API: load a model folder written by `deltagen build`, then
 // generate from token ids or text, keep a conversation's state between
-// requests, snapshot and restore it, chat in Qwen's format, run a batch.
+// requests, snapshot and restore it, chat through the model's own chat
+// template (tools, reasoning), run a batch.
 //
 //   auto engine = deltagen::Engine::load("out/qwen3.5-0.8b");
 //   deltagen::Chat chat(engine, {.system_prompt = "Be brief."});
 //   deltagen::GenerationOptions options;
 //   options.sampling.temperature = 0.7;
-//   chat.send("Hello!", options, [](std::string_view text, int64_t) { std::cout << text << std::flush; });
+//   deltagen::ChatReply reply = chat.send("Hello!", options, [](std::string_view text, int64_t) {
+//     std::cout << text << std::flush;
+//     return true;  // false stops the reply
+//   });
+//   // reply.reasoning, reply.content, reply.tool_calls
 //
 // Errors are deltagen::Error (deltagen/error.h), one line: "subject: problem".
 // Objects are not thread-safe; use one Conversation / Chat per thread.
@@ -144,27 +149,49 @@ class Conversation {
 
 struct ChatOptions {
   std::string system_prompt;  // empty = none
-  bool thinking = true;       // Qwen3.5 thinks by default; false closes the <think> block up front
+  bool thinking = true;       // the template's enable_thinking (Qwen3.5 thinks unless it is false)
+  std::string tools;          // a JSON list of OpenAI tool definitions; empty = none
+  std::string template_kwargs;  // a JSON object of more template variables; empty = none
+  std::string chat_template;  // Jinja text to use instead of the model folder's; empty = the model's
 };
 
-// A multi-turn chat in Qwen's format (built in; see runtime/chat_template.h)
-// on top of a Conversation: turn n runs only its own tokens.
+// A multi-turn chat rendered by the model's own chat template
+// (chat_template.jinja or tokenizer_config.json's, from the checkpoint; a
+// built-in ChatML format with a warning when the folder has none), on top of
+// a Conversation. Each turn renders the whole conversation; the state is
+// extended where the new prompt continues it, and where the template
+// re-renders history differently (dropped reasoning), the state is restored
+// from the copy kept at the end of the last user message and only the rest
+// runs. Generation stops at the template's turn end (<|im_end|> etc.).
 class Chat {
  public:
   Chat(std::shared_ptr<Engine> engine, ChatOptions options = {}, int64_t max_length = 0);
+  ~Chat();
+  Chat(Chat&&) noexcept;
+  Chat& operator=(Chat&&) noexcept;
 
-  // One user turn; returns the reply (generation also stops at <|im_end|>).
-  GenerationResult send(std::string_view user_message, const GenerationOptions& options,
-                        const StreamCallback& on_text = {});
+  // One user turn; the reply split into reasoning, content and tool calls.
+  ChatReply send(std::string_view user_message, const GenerationOptions& options, const StreamCallback& on_text = {});
+  // Any message (a tool result, a user message with a name, ...).
+  ChatReply send(const ChatMessage& message, const GenerationOptions& options, const StreamCallback& on_text = {});
 
-  ChatOptions& options() { return options_; }
-  Conversation& conversation() { return conversation_; }
-  const Conversation& conversation() const { return conversation_; }
+  // The prompt the template renders for the conversation so far.
+  std::string render(bool add_generation_prompt = true) const;
+  const std::vector<ChatMessage>& messages() const;
+  // Replaces the conversation's messages (e.g. undo, or a saved chat). The
+  // state is left as it is: the next turn runs whatever no longer matches.
+  void set_messages(std::vector<ChatMessage> messages);
+  void reset();  // no messages, empty state
+
+  const ChatOptions& options() const;
+  void set_options(ChatOptions options);  // throws Error for bad tools / kwargs JSON or template
+  const std::string& template_name() const;  // the file it came from, or "built-in"
+  Conversation& conversation();
+  const Conversation& conversation() const;
 
  private:
-  std::shared_ptr<Engine> engine_;
-  ChatOptions options_;
-  Conversation conversation_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Several independent prompts at once (batch = prompts.size()): each row has

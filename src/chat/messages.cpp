@@ -128,4 +128,43 @@ ordered_json checked_tools(const ordered_json& tools) {
   return tools;
 }
 
+ordered_json message_json(const ChatMessage& m) {
+  ordered_json j = ordered_json::object();
+  j["role"] = m.role;
+  j["content"] = m.content;
+  if (!m.reasoning_content.empty()) j["reasoning_content"] = m.reasoning_content;
+  if (!m.tool_calls.empty()) {
+    j["tool_calls"] = ordered_json::array();
+    for (const ToolCall& call : m.tool_calls) {
+      ordered_json c = {{"type", "function"}, {"function", {{"name", call.name}}}};
+      if (!call.id.empty()) c["id"] = call.id;
+      c["function"]["arguments"] = call.arguments;  // a JSON string, parsed (and checked) below
+      j["tool_calls"].push_back(std::move(c));
+    }
+  }
+  if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+  if (!m.name.empty()) j["name"] = m.name;
+  return normalize_messages(ordered_json::array({j}))[0];  // the same checks as any other message
+}
+
+ChatMessage message_from_json(const ordered_json& j) {
+  ChatMessage m;
+  m.role = j.value("role", "");
+  if (j.contains("content") && j["content"].is_string()) m.content = j["content"].get<std::string>();
+  if (j.contains("reasoning_content") && j["reasoning_content"].is_string())
+    m.reasoning_content = j["reasoning_content"].get<std::string>();
+  if (j.contains("tool_calls"))
+    for (const ordered_json& c : j["tool_calls"])
+      m.tool_calls.push_back({c.value("id", ""), c["function"]["name"].get<std::string>(), c["function"]["arguments"].dump()});
+  if (j.contains("tool_call_id")) m.tool_call_id = j["tool_call_id"].get<std::string>();
+  if (j.contains("name")) m.name = j["name"].get<std::string>();
+  return m;
+}
+
+ordered_json messages_json(const std::vector<ChatMessage>& messages) {
+  ordered_json list = ordered_json::array();
+  for (const ChatMessage& m : messages) list.push_back(message_json(m));
+  return list;
+}
+
 }  // namespace deltagen

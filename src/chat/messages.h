@@ -10,7 +10,11 @@
 //     assistant's thinking) is passed on, as are tool_call_id and name.
 // Errors name the field: "messages[2].tool_calls[0].function.arguments: is not valid JSON".
 #pragma once
+#include <vector>
+
 #include <nlohmann/json.hpp>
+
+#include "deltagen/options.h"
 
 namespace deltagen {
 
@@ -21,5 +25,11 @@ nlohmann::ordered_json normalize_messages(const nlohmann::ordered_json& messages
 // returns it unchanged (templates print it with tojson, key order kept), or
 // throws Error naming the bad field.
 nlohmann::ordered_json checked_tools(const nlohmann::ordered_json& tools);
+
+// A ChatMessage as a template reads it (tool call arguments as objects), and
+// back from a normalized message.
+nlohmann::ordered_json message_json(const ChatMessage& message);
+ChatMessage message_from_json(const nlohmann::ordered_json& normalized);
+nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages);
 
 }  // namespace deltagen

@@ -48,13 +48,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace deltagen {
+#include "deltagen/options.h"
 
-struct ToolCall {
-  std::string id;         // "call_" + 16 hex digits, unique within a parser
-  std::string name;
-  std::string arguments;  // a JSON object, compact (nlohmann dump()), as OpenAI's "arguments" string
-};
+namespace deltagen {
 
 // A piece of the output: what became final in one push() or finish().
 struct ChatDelta {
