@@ -137,6 +137,7 @@ void parse_common(const ordered_json& body, const SamplingOptions& defaults, Com
     p.seed_given = true;
   }
   p.stop = get_stop(body);
+  p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   parse_response_format(body, p);
 }
 

@@ -46,6 +46,7 @@ struct CompletionParams {
   SamplingOptions sampling;      // the model's defaults, overridden by the request
   bool seed_given = false;
   std::vector<std::string> stop;
+  bool ignore_eos = false;       // llama-server's: generate past the end-of-turn ids (benchmarks)
   int64_t top_logprobs = -1;     // -1: no logprobs
   ResponseFormat response_format = ResponseFormat::Text;
   nlohmann::ordered_json json_schema;  // with JsonSchema: the schema

@@ -226,6 +226,8 @@ Scheduler::Scheduler(std::shared_ptr<Engine> engine, SchedulerOptions options)
   if (options_.max_queue < 0) fail("serve", "the queue length must not be negative");
   if (options_.checkpoint_every < 0) fail("serve", "the checkpoint interval must not be negative");
   if (options_.cache) cache_ = std::make_unique<PrefixCache>(options_.cache_options);
+  stats_.steps_by_rows.assign(size_t(options_.parallel + 1), 0);
+  stats_.seconds_by_rows.assign(size_t(options_.parallel + 1), 0.0);
   const Engine::Impl& impl = engine_->impl();
   worker_ = std::make_unique<Worker>(*this, *impl.model, options_.parallel,
                                      resolve_max_length(*engine_, options_.max_length), impl.tokenizer_or_null());
@@ -341,6 +343,8 @@ void Scheduler::record_step(int64_t rows, double seconds) {
   ++stats_.decode_steps;
   stats_.decode_rows += rows;
   stats_.decode_seconds += seconds;
+  ++stats_.steps_by_rows[size_t(rows)];
+  stats_.seconds_by_rows[size_t(rows)] += seconds;
 }
 
 SchedulerStats Scheduler::stats() const {

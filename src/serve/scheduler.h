@@ -64,6 +64,9 @@ struct SchedulerStats {
   int64_t prompt_tokens = 0, cached_tokens = 0, prefilled_tokens = 0, generated_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;  // wall time of the runs
   int64_t decode_steps = 0, decode_rows = 0;        // steps, and sequences summed over the steps
+  // By the number of sequences a step ran ([n], n = 0..parallel): steps and their wall time.
+  std::vector<int64_t> steps_by_rows;
+  std::vector<double> seconds_by_rows;
   PrefixCacheStats cache;
 };
 

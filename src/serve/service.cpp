@@ -69,7 +69,7 @@ SequenceRequest Service::sequence_for(const CompletionParams& p, std::vector<int
   o.sampling = p.sampling;
   if (!p.seed_given) o.sampling.seed = random_u64();
   o.stop_strings = p.stop;
-  o.stop_at_eos = true;
+  o.stop_at_eos = !p.ignore_eos;
   r.top_logprobs = p.top_logprobs;
   if (p.response_format != ResponseFormat::Text)
     bad_request("response_format", "constrained JSON output is not available in this build");
@@ -100,7 +100,7 @@ PreparedChat Service::prepare_chat(std::string_view body) const {
   const auto& prompt = c.sequence.prompt;
   if (!base_ids.empty() && base_ids.size() < prompt.size() && std::equal(base_ids.begin(), base_ids.end(), prompt.begin()))
     c.sequence.checkpoints.push_back(int64_t(base_ids.size()));
-  c.sequence.options.extra_stop_ids = chat_stop_ids_;
+  if (!c.params.ignore_eos) c.sequence.options.extra_stop_ids = chat_stop_ids_;
   c.header = header("chatcmpl-");
   c.parser.starts_in_reasoning = prompt_opens_reasoning(c.prompt);
   c.parser.tools = c.params.tools.is_null() ? nullptr : &c.params.tools;

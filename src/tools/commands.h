@@ -14,5 +14,6 @@ int cmd_tokenize(int argc, char** argv);   // tools/cmd_tokenize.cpp
 int cmd_bench(int argc, char** argv);      // tools/cmd_bench.cpp
 int cmd_compare(int argc, char** argv);    // tools/cmd_compare.cpp
 int cmd_serve(int argc, char** argv);      // tools/cmd_serve.cpp
+int cmd_bench_serve(int argc, char** argv);  // tools/cmd_bench_serve.cpp
 
 }  // namespace deltagen
