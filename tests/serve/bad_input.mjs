@@ -13,6 +13,7 @@ const cases = [
   ['malformed JSON', '/v1/chat/completions', '{"messages": [{"role": "user", "content": "hi"}', 400],
   ['not an object', '/v1/chat/completions', '[1, 2]', 400],
   ['empty body', '/v1/chat/completions', '', 400],
+  ['a number beyond a double', '/v1/chat/completions', '{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e400}', 400],
   ['invalid UTF-8', '/v1/chat/completions', Buffer.from('{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 'latin1'), 400],
   ['messages: "hi"', '/v1/chat/completions', { messages: 'hi' }, 400, 'messages'],
   ['messages missing', '/v1/chat/completions', { max_tokens: 4 }, 400, 'messages'],
