@@ -252,11 +252,11 @@ json script_config(const Server& s, const std::string& out_name) {
           {"out", out_dir(out_name).string()}};
 }
 
-// A request body that generates for seconds: a story with thinking on (the
-// model has never been taught to close its <think>), up to 400 tokens.
-json long_request() {
+// A request body that generates for a while: this model never ends a reply
+// by itself, so it runs for max_tokens (or until the context is full).
+json long_request(int max_tokens) {
   return {{"messages", json::array({{{"role", "user"}, {"content", "Tell me a very long story about a dragon and a knight."}}})},
-          {"max_tokens", 400},
+          {"max_tokens", max_tokens},
           {"temperature", 0.8},
           {"seed", 7}};
 }
@@ -478,7 +478,7 @@ TEST_F(ServeBadInput, AnsweredWithOpenAIErrors) {
 
 TEST_F(ServeBadInput, ClientGoneCancelsItsSequence) {
   json config = script_config(server("main"), "disconnect");
-  config["long"] = long_request();
+  config["long"] = long_request(4000);
   const ScriptResult r = run_script("disconnect.mjs", config);
   ASSERT_FALSE(r.result.is_null());
   const json& c = r.result["cancelled"];
@@ -521,7 +521,7 @@ TEST_F(ServeBadInput, StressStaysHealthyAndMemoryReturns) {
 
 TEST_F(ServeLimits, BodyContextAndQueue) {
   json config = script_config(server("limits"), "limits");
-  config["long"] = long_request();
+  config["long"] = long_request(400);
   const ScriptResult r = run_script("limits.mjs", config);
   ASSERT_FALSE(r.result.is_null());
   std::printf("413: %s\ncontext: %s\nqueue: %s\n", r.result["too_large"].dump().c_str(), r.result["context"].dump().c_str(),
@@ -533,7 +533,7 @@ TEST_F(ServeLimits, BodyContextAndQueue) {
 TEST_F(ServeShutdown, SigtermDuringAStream) {
   Server s("shutdown", {"--parallel", "2"});
   json config = script_config(s, "shutdown");
-  config["long"] = long_request();
+  config["long"] = long_request(400);
   TempDir tmp;
   const fs::path script = source_dir() / "tests" / "serve" / "sigterm.mjs";
   const std::string cmd = "timeout -k 5 60 node " + shell_quote(script.string()) + " " + shell_quote(config.dump()) + " 2>" +
