@@ -267,13 +267,18 @@ struct ScriptResult {
   json result;  // the last line of stdout, parsed
 };
 
+// The shell command that runs tests/serve/NAME with the config, killed after timeout_s.
+std::string node_command(const std::string& name, const json& config, int timeout_s) {
+  const fs::path script = source_dir() / "tests" / "serve" / name;
+  return "timeout -k 5 " + std::to_string(timeout_s) + " node " + shell_quote(script.string()) + " " +
+         shell_quote(config.dump());
+}
+
 // Runs tests/serve/NAME with the config; fails the test (and returns a null
 // result) when the script fails or prints no JSON.
 ScriptResult run_script(const std::string& name, const json& config, int timeout_s = 120) {
   TempDir tmp;
-  const fs::path script = source_dir() / "tests" / "serve" / name;
-  const std::string cmd = "timeout -k 5 " + std::to_string(timeout_s) + " node " + shell_quote(script.string()) + " " +
-                          shell_quote(config.dump()) + " >" + shell_quote((tmp / "out").string()) + " 2>" +
+  const std::string cmd = node_command(name, config, timeout_s) + " >" + shell_quote((tmp / "out").string()) + " 2>" +
                           shell_quote((tmp / "err").string()) + " </dev/null";
   const int status = std::system(cmd.c_str());
   ScriptResult r;
@@ -535,9 +540,7 @@ TEST_F(ServeShutdown, SigtermDuringAStream) {
   json config = script_config(s, "shutdown");
   config["long"] = long_request(400);
   TempDir tmp;
-  const fs::path script = source_dir() / "tests" / "serve" / "sigterm.mjs";
-  const std::string cmd = "timeout -k 5 60 node " + shell_quote(script.string()) + " " + shell_quote(config.dump()) + " 2>" +
-                          shell_quote((tmp / "err").string()) + " </dev/null";
+  const std::string cmd = node_command("sigterm.mjs", config, 60) + " 2>" + shell_quote((tmp / "err").string()) + " </dev/null";
   FILE* node = ::popen(cmd.c_str(), "r");
   ASSERT_NE(node, nullptr);
   std::string out;

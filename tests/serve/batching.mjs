@@ -3,7 +3,7 @@
 // the same text sent one by one and sent all at once. The concurrent round
 // must really have been batched: /metrics' decode rows per decode step > 1.
 // Prints {texts, rows_per_step}.
-import { authHeaders, check, checkChatCompletion, checkChatStream, config, equal, metrics, post, print, readEvents } from './lib.mjs';
+import { check, checkChatCompletion, checkChatStream, equal, metrics, post, postStream, print, readEvents } from './lib.mjs';
 
 const topics = ['the sea', 'computers', 'politics', 'love', 'cats', 'the weather', 'money', 'music'];
 const requests = topics.map((topic, i) => ({
@@ -20,9 +20,7 @@ async function send(body, what) {
     check(r.status === 200, () => `${what}: HTTP ${r.status}: ${r.text.slice(0, 200)}`);
     return { text: checkChatCompletion(r.json, what), tokens: r.json.usage.completion_tokens };
   }
-  const r = await fetch(config.base + '/v1/chat/completions', {
-    method: 'POST', headers: { 'Content-Type': 'application/json', ...authHeaders() },
-    body: JSON.stringify({ ...body, stream_options: { include_usage: true } }), signal: AbortSignal.timeout(120000) });
+  const r = await postStream('/v1/chat/completions', { ...body, stream_options: { include_usage: true } });
   check(r.status === 200, () => `${what}: HTTP ${r.status}`);
   const s = checkChatStream(await readEvents(r), what);
   return { text: s.text, tokens: s.usage.completion_tokens };

@@ -4,7 +4,7 @@
 // server is idle again soon after, and the next request works.
 // config.long: a request body that generates for long (seconds).
 // Prints {cancelled: [before, after stream, after whole], ...}.
-import { authHeaders, check, checkChatCompletion, config, metrics, post, print, readEvents, sleep } from './lib.mjs';
+import { check, checkChatCompletion, config, metrics, post, postStream, print, readEvents, sleep } from './lib.mjs';
 
 const route = '/v1/chat/completions';
 const long = config.long;
@@ -23,8 +23,7 @@ const m0 = await metrics();
 // Streamed: read until some text came, then close the connection.
 {
   const controller = new AbortController();
-  const r = await fetch(config.base + route, { method: 'POST', signal: controller.signal,
-    headers: { 'Content-Type': 'application/json', ...authHeaders() }, body: JSON.stringify({ ...long, stream: true }) });
+  const r = await postStream(route, long, { signal: controller.signal });
   check(r.status === 200, () => `stream: HTTP ${r.status}`);
   // Until some generated text came (content or reasoning), then leave.
   let texts = 0, left = false;
@@ -43,8 +42,7 @@ check(m1.deltagen_requests_finished_total === m0.deltagen_requests_finished_tota
 // Whole: give up while the server generates.
 {
   const controller = new AbortController();
-  const pending = fetch(config.base + route, { method: 'POST', signal: controller.signal,
-    headers: { 'Content-Type': 'application/json', ...authHeaders() }, body: JSON.stringify(long) }).catch((e) => e);
+  const pending = post(route, long, { signal: controller.signal }).catch((e) => e);
   for (let t = 0; ; ++t) {  // until it is running
     const m = await metrics();
     if (m.deltagen_requests_running > 0) break;

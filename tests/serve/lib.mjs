@@ -71,6 +71,12 @@ export async function request(method, route, { body, headers = {}, key = config.
 }
 
 export const post = (route, body, options = {}) => request('POST', route, { ...options, body });
+
+// A streamed request ("stream": true added): the fetch Response, its body unread.
+export function postStream(route, body, { signal } = {}) {
+  return fetch(config.base + route, { method: 'POST', signal: signal ?? AbortSignal.timeout(120000),
+    headers: { 'Content-Type': 'application/json', ...authHeaders() }, body: JSON.stringify({ ...body, stream: true }) });
+}
 export const get = (route, options = {}) => request('GET', route, options);
 
 // An OpenAI error object: {"error": {"message": string, "type": string, "param", "code"}}.

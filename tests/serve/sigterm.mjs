@@ -3,11 +3,10 @@
 // Prints "streaming" on its own line once text arrives (tests/serve_test.cpp
 // then sends the signal), then {done, finish_reason, events, closed_early}.
 // config.long: a body that generates for long.
-import { authHeaders, check, config, fail, print } from './lib.mjs';
+import { check, config, fail, postStream, print } from './lib.mjs';
 
 const timer = setTimeout(() => fail('the stream did not end within 30 s of the first text: a hang'), 30000);
-const r = await fetch(config.base + '/v1/chat/completions', { method: 'POST',
-  headers: { 'Content-Type': 'application/json', ...authHeaders() }, body: JSON.stringify({ ...config.long, stream: true }) });
+const r = await postStream('/v1/chat/completions', config.long);
 check(r.status === 200, () => `HTTP ${r.status}`);
 const reader = r.body.getReader();
 const decoder = new TextDecoder();

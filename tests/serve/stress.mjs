@@ -4,7 +4,7 @@
 // error with the expected status, streams ending in [DONE]); afterwards the
 // server is idle (nothing running or queued) and answers a good request.
 // Prints {statuses, kinds, seconds}.
-import { authHeaders, check, checkChatCompletion, checkChatStream, checkError, checkUsage, config, get, metrics, post,
+import { check, checkChatCompletion, checkChatStream, checkError, checkUsage, config, get, metrics, post, postStream,
          print, readEvents, sleep } from './lib.mjs';
 
 const count = config.count ?? 200, concurrency = config.concurrency ?? 16, offset = config.seed_offset ?? 0;
@@ -15,8 +15,7 @@ const thinkingOff = { chat_template_kwargs: { enable_thinking: false } };
 async function streamed(route, body, what, abortAfter = 0) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new Error('timeout')), 120000);
-  const r = await fetch(config.base + route, { method: 'POST', signal: controller.signal,
-    headers: { 'Content-Type': 'application/json', ...authHeaders() }, body: JSON.stringify({ ...body, stream: true }) });
+  const r = await postStream(route, body, { signal: controller.signal });
   check(r.status === 200, () => `${what}: HTTP ${r.status}`);
   check((r.headers.get('content-type') ?? '').startsWith('text/event-stream'), `${what}: not text/event-stream`);
   if (abortAfter) {
