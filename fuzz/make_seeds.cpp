@@ -243,6 +243,34 @@ void tokenizer_seeds(const fs::path& qwen_dir) {
   write("tokenizer_load", "qwen3_cut.json", q.dump());
 }
 
+// Request bodies of the OpenAI API, as clients send them.
+void serve_request_seeds() {
+  const char* bodies[] = {
+      R"({"model": "m", "messages": [{"role": "user", "content": "Hello"}]})",
+      R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "max_tokens": 16,
+          "temperature": 0.7, "top_p": 0.9, "top_k": 20, "min_p": 0.05, "seed": 42, "stop": ["\n\n", "END"],
+          "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1})",
+      R"({"messages": [{"role": "user", "content": "Hi"}], "stream": true, "stream_options": {"include_usage": true},
+          "logprobs": true, "top_logprobs": 3, "chat_template_kwargs": {"enable_thinking": false}})",
+      R"({"messages": [{"role": "user", "content": "Weather in Paris?"},
+          {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+          {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}],
+          "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+          "tool_choice": "auto"})",
+      R"({"messages": [{"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+          {"role": "user", "content": "x", "name": "u"}, {"role": "assistant", "content": "y", "reasoning_content": "r"},
+          {"role": "user", "content": "z"}], "max_completion_tokens": 5.0, "n": 1, "enable_thinking": true,
+          "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object"}}}})",
+      R"({"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "echo": true, "logprobs": 2, "stream": false})",
+      R"({"prompt": [9707, 11, 1879], "temperature": 0, "stop": "."})",
+      R"({"prompt": [[1, 2, 3]], "response_format": {"type": "json_object"}})",
+  };
+  int i = 0;
+  for (const char* b : bodies) write("serve_request", "body" + std::to_string(i++) + ".json", b);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -259,6 +287,7 @@ int main(int argc, char** argv) {
     npy_seeds();
     snapshot_seeds();
     tokenizer_seeds(argc > 2 ? fs::path(argv[2]) : fs::path());
+    serve_request_seeds();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

@@ -45,6 +45,7 @@ dict_of() {
     onnx_summary_fuzz | model_rewrite_fuzz) echo fuzz/dict/onnx.dict ;;
     tokenizer_encode_fuzz) echo fuzz/dict/tokenizer_text.dict ;;
     chat_output_parser_fuzz) echo fuzz/dict/chat_output.dict ;;
+    serve_request_fuzz) echo fuzz/dict/serve_request.dict ;;
   esac
 }
 

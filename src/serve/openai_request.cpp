@@ -154,6 +154,9 @@ ordered_json parse_body(std::string_view body) {
   } catch (const ordered_json::parse_error& e) {
     throw ApiError(400, "invalid_request_error", "", "the request body is not valid JSON (at byte " +
                                                          std::to_string(e.byte) + ")");
+  } catch (const ordered_json::exception& e) {
+    // Valid JSON the parser still refuses: a number beyond a double (1e400).
+    throw ApiError(400, "invalid_request_error", "", std::string("the request body cannot be read: ") + e.what());
   }
   if (!j.is_object()) throw ApiError(400, "invalid_request_error", "", "the request body must be a JSON object");
   return j;

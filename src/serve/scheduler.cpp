@@ -263,8 +263,10 @@ std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) throw Busy("serve: the server is shutting down");
-    if (int64_t(queue_.size()) >= options_.max_queue + options_.parallel)
-      throw Busy("serve: " + std::to_string(queue_.size()) + " requests are waiting already");
+    // Room for `parallel` running (admitted: stats_.running) and `max_queue` waiting.
+    if (int64_t(queue_.size()) + stats_.running >= options_.max_queue + options_.parallel)
+      throw Busy("serve: " + std::to_string(stats_.running) + " requests are running and " +
+                 std::to_string(queue_.size()) + " waiting already");
     queue_.push_back(std::move(s));
     ++stats_.requests;
     ++stats_.queued;
