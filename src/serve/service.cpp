@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <random>
 
@@ -94,7 +95,12 @@ PreparedChat Service::prepare_chat(std::string_view body) const {
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {
-    client_error(e, "messages");
+    // The template's own errors name its file: the client hears the file
+    // name, not where the server keeps it.
+    std::string message = e.what();
+    const std::string& file = template_.name();
+    if (message.rfind(file, 0) == 0) message = std::filesystem::path(file).filename().string() + message.substr(file.size());
+    throw ApiError(400, "invalid_request_error", "messages", message);
   }
   c.sequence = sequence_for(c.params, std::move(prompt_ids));
   const auto& prompt = c.sequence.prompt;
@@ -118,7 +124,7 @@ PreparedText Service::prepare_text(std::string_view body) const {
       if (t.params.prompt->empty()) bad_request("prompt", "must not be empty");
       ids = tokenizer().encode(*t.params.prompt);
     }
-    check_token_ids(ids);
+    check_token_ids(ids, "prompt");
     if (t.params.echo) t.echo = t.params.prompt ? *t.params.prompt : tokenizer().decode(ids);
   } catch (const ApiError&) {
     throw;
@@ -130,11 +136,11 @@ PreparedText Service::prepare_text(std::string_view body) const {
   return t;
 }
 
-void Service::check_token_ids(const std::vector<int64_t>& ids) const {
+void Service::check_token_ids(const std::vector<int64_t>& ids, const char* param) const {
   const int64_t vocab = engine_->vocab_size();
   for (int64_t id : ids)
     if (id < 0 || id >= vocab)
-      bad_request("prompt", "token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(vocab) + ")");
+      bad_request(param, "token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(vocab) + ")");
 }
 
 ordered_json Service::models() const {
@@ -180,7 +186,7 @@ ordered_json Service::detokenize(std::string_view body) const {
     if (!id.is_number_integer()) bad_request("tokens", "must be a list of token ids");
     ids.push_back(id.get<int64_t>());
   }
-  check_token_ids(ids);
+  check_token_ids(ids, "tokens");
   return {{"content", tokenizer().decode(ids)}};
 }
 

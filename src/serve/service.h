@@ -66,7 +66,8 @@ class Service {
   SamplingOptions defaults() const;
   SequenceRequest sequence_for(const CompletionParams& p, std::vector<int64_t> prompt) const;
   ReplyHeader header(const char* prefix) const;
-  void check_token_ids(const std::vector<int64_t>& ids) const;  // 400 for an id outside the vocabulary
+  // 400 naming `param` for an id outside the vocabulary.
+  void check_token_ids(const std::vector<int64_t>& ids, const char* param) const;
 
   std::shared_ptr<Engine> engine_;
   ChatTemplate template_;

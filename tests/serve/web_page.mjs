@@ -4,8 +4,8 @@
 // data-done="true" on the reply bubble), check the reply and its stats line
 // (tokens/s, cached tokens); again in a new chat (now the prompt comes from
 // the cache: cached tokens > 0); then click Stop during a long reply.
-// The page sends no max_tokens: a reply runs until the model ends it or the
-// context is full, so the server should have a small --context.
+// The page asks for at most its "Max tokens" (1024): this model never ends a
+// reply by itself, so the server's small --context (512) ends them sooner.
 // Screenshots go to config.out. Prints {replies, stats, screenshots, stopped}.
 import fs from 'node:fs';
 import path from 'node:path';
