@@ -3,6 +3,7 @@
 #include "runtime/json_grammar.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 
 #include "deltagen/error.h"
@@ -27,6 +28,19 @@ void Machine::start(Stacks& st) const {
 }
 
 bool Machine::feed(Stacks& st, uint8_t b) const {
+  if (st.count == 1) {  // the hot case: plain ASCII inside a string with nothing to match
+    Stack& s = st.stacks[0];
+    Frame& f = s.top();
+    if (f.phase == kText && (f.kind == Kind::String || (f.kind == Kind::Key && f.trie == kNone)) && b >= 0x20 &&
+        b < 0x80 && b != '"' && b != '\\') {
+      if (f.kind == Kind::String) {
+        if (f.count >= r_.nodes[f.node].max_length) return false;
+        ++f.count;
+      }
+      s.spaces = 0;  // 0 already: the opening quote reset it
+      return true;
+    }
+  }
   const int before = st.count;
   bool ok[kMaxStacks];
   for (int i = 0; i < before; ++i) ok[i] = feed_stack(st, i, b);
@@ -391,6 +405,16 @@ void JsonGrammar::can_accept_sorted(std::span<const std::string_view> sorted, st
     known = k;
     out[i] = ok;
   }
+}
+
+size_t JsonGrammar::free_text_room() const {
+  if (stacks_->count != 1) return 0;
+  const json_rules::Frame& f = stacks_->stacks[0].top();
+  if (f.phase != json_rules::kText) return 0;
+  if (f.kind == json_rules::Kind::Key) return SIZE_MAX;  // an open object's key: any text (the trie only names it)
+  if (f.kind != json_rules::Kind::String) return 0;
+  const uint32_t max = rules_->nodes[f.node].max_length;
+  return max == UINT32_MAX ? SIZE_MAX : max - f.count;
 }
 
 bool JsonGrammar::complete() const { return Machine(*rules_).complete(*stacks_); }

@@ -108,6 +108,13 @@ class JsonGrammar {
   // The text so far is one whole document: the end may come here (only
   // whitespace may follow it; a number may still grow: "12" -> "123").
   bool complete() const;
+  // How many characters of free text may come next: inside a string that
+  // takes any text here (one reading, no enum to match, not in the middle of
+  // an escape or a UTF-8 character), the code points its maxLength still
+  // allows (SIZE_MAX if none); 0 elsewhere. Where it is n > 0, any n valid
+  // UTF-8 characters without '"', '\\' and control characters are accepted:
+  // TokenTable tests most tokens in a string without feeding them.
+  size_t free_text_room() const;
   // Back to the empty text.
   void reset();
   // Readings alive (more than 1 only inside an ambiguous anyOf).

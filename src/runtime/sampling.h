@@ -64,8 +64,12 @@ struct ConstrainedScratch {
   std::vector<int64_t> allowed;    // those ids, best first
 };
 
-// The ids choose_allowed tests one by one before it asks fill_mask for all.
-constexpr size_t kChecksBeforeMask = 2048;
+// choose_allowed tests ids one by one, best first, at most this many; then
+// it asks fill_mask for all. It asks sooner, after kProbeChecks, when most of
+// those were refused: a restrictive state, where the whole mask is cheap
+// (most tokens fail on their first byte) and the allowed ids may lie deep.
+constexpr size_t kChecksBeforeMask = 256;
+constexpr size_t kProbeChecks = 64;
 
 // The constrained choice. Its distribution is exactly next()'s with every
 // disallowed logit at -inf: the mask comes first, then temperature, top-k,
@@ -78,10 +82,10 @@ constexpr size_t kChecksBeforeMask = 2048;
 // a chunk at a time) and stops as soon as the walked ones settle both the
 // cut of the filters and the id under u whatever the rest turn out to be:
 // the rest weigh at most what is left unwalked, an upper bound for the
-// allowed mass still unseen. Typically a handful of ids are tested. After
-// `checks` tests it takes the whole mask and walks on with it: the same u,
-// the same order, so the answer is the same id, only found faster.
-// Throws Error ("sampling: no token is allowed") when none is.
+// allowed mass still unseen. Typically one id is tested. Once it has the
+// whole mask (see kChecksBeforeMask) it drops the refused ids and walks on
+// over the allowed ones: the same u, the same order, so the same answer,
+// only found faster. Throws Error ("sampling: no token is allowed") when none is.
 int64_t choose_allowed(std::span<const float> logits, const SamplingOptions& options, double u,
                        const TokenAllowed& allowed, const TokenMaskFill& fill_mask, ConstrainedScratch& scratch,
                        size_t checks = kChecksBeforeMask);
