@@ -80,7 +80,10 @@ class SchemaCheck {
       const bool o = has_any(s, {"properties", "required", "additionalProperties"});
       const bool a = has_any(s, {"items", "prefixItems", "additionalItems", "minItems", "maxItems"});
       const bool str = has_any(s, {"minLength", "maxLength"});
-      if ((o || a || str) && !((o && v.is_object()) || (a && v.is_array()) || (str && v.is_string()))) return false;
+      const bool num = has_any(s, {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"});
+      if ((o || a || str || num) &&
+          !((o && v.is_object()) || (a && v.is_array()) || (str && v.is_string()) || (num && v.is_number())))
+        return false;
     }
     if (s.contains("enum")) {
       bool found = false;
@@ -88,6 +91,21 @@ class SchemaCheck {
       if (!found) return false;
     }
     if (s.contains("const") && s["const"] != v) return false;
+    if (v.is_number()) {  // long double holds every int64 and double exactly
+      const long double x = v.is_number_float() ? (long double)v.get<double>()
+                            : v.is_number_unsigned() ? (long double)v.get<uint64_t>()
+                                                     : (long double)v.get<int64_t>();
+      auto bound = [&](const char* k) {
+        const Json& b = s[k];
+        return b.is_number_float() ? (long double)b.get<double>()
+               : b.is_number_unsigned() ? (long double)b.get<uint64_t>()
+                                        : (long double)b.get<int64_t>();
+      };
+      if (s.contains("minimum") && x < bound("minimum")) return false;
+      if (s.contains("maximum") && x > bound("maximum")) return false;
+      if (s.contains("exclusiveMinimum") && x <= bound("exclusiveMinimum")) return false;
+      if (s.contains("exclusiveMaximum") && x >= bound("exclusiveMaximum")) return false;
+    }
     if (v.is_string()) {
       if (s.contains("minLength") && code_points(v) < s["minLength"].get<size_t>()) return false;
       if (s.contains("maxLength") && code_points(v) > s["maxLength"].get<size_t>()) return false;

@@ -161,6 +161,37 @@ TEST(JsonSchemaGrammar, StringsNumbersAndTypeLists) {
   EXPECT_TRUE(whole(grammar("{}"), "[]"));
 }
 
+TEST(JsonSchemaGrammar, IntegerBounds) {
+  const auto age = grammar(R"({"type":"integer","minimum":0,"maximum":120})");
+  for (const char* ok : {"0", "7", "42", "120", "-0"}) EXPECT_TRUE(whole(age, ok)) << ok;
+  EXPECT_EQ(refused_at(age, "121"), 2u);   // 12 may still be 12, 120; 121 cannot
+  EXPECT_EQ(refused_at(age, "1200"), 3u);
+  EXPECT_EQ(refused_at(age, "-1"), 1u);    // "-" may still be -0
+  EXPECT_EQ(refused_at(age, "00"), 1u);
+  EXPECT_EQ(refused_at(age, "[130]"), 0u);
+  auto twelve = age;
+  ASSERT_TRUE(twelve.accept("12"));
+  EXPECT_TRUE(twelve.complete());
+  EXPECT_TRUE(twelve.can_accept("0"));
+  EXPECT_FALSE(twelve.can_accept("1"));
+  // Exclusive bounds, negative ranges, and a number that may not end where it stands.
+  const auto range = grammar(R"({"type":"array","items":{"type":"integer","exclusiveMinimum":-20,"exclusiveMaximum":-5}})");
+  EXPECT_TRUE(whole(range, "[-19,-6,-10]"));
+  EXPECT_EQ(refused_at(range, "[-20]"), 2u);  // -2, -2x: none in [-19, -6]
+  EXPECT_EQ(refused_at(range, "[-5]"), 2u);
+  EXPECT_EQ(refused_at(range, "[-1]"), 3u);  // -1 may become -10..-19, but may not end as -1
+  EXPECT_EQ(refused_at(range, "[5]"), 1u);
+  const auto big = grammar(R"({"type":"integer","minimum":1000})");
+  EXPECT_EQ(refused_at(big, "999 "), 3u);  // 999 may become 9990, but may not end
+  EXPECT_FALSE(whole(big, "999"));
+  EXPECT_TRUE(whole(big, "9990"));
+  EXPECT_EQ(refused_at(big, "0"), 0u);
+  EXPECT_EQ(refused_at(big, "-"), 0u);
+  EXPECT_TRUE(whole(grammar(R"({"type":["integer","null"],"minimum":2.5,"maximum":3.5})"), "3"));
+  EXPECT_EQ(refused_at(grammar(R"({"type":["integer","null"],"minimum":2.5,"maximum":3.5})"), "2"), 0u);
+  EXPECT_TRUE(whole(grammar(R"({"type":["integer","null"],"minimum":5,"maximum":4})"), "null"));
+}
+
 const char* kTree = R"({
   "$defs": {"node": {"type": "object", "additionalProperties": false, "required": ["value"],
     "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
@@ -208,7 +239,12 @@ TEST(JsonSchemaGrammar, UnsupportedOrImpossibleSchemasAreOneLineErrors) {
   const std::pair<std::string, std::string> cases[] = {
       {R"({"type":"string","pattern":"^a"})", R"("pattern" is not supported)"},
       {R"({"properties":{"tags":{"patternProperties":{}}}})", R"("patternProperties" is not supported (at #/properties/tags))"},
-      {R"({"type":"integer","minimum":0})", R"("minimum" is not supported)"},
+      {R"({"type":"number","minimum":0})", R"(minimum / maximum are only supported for integers ("type": "integer"))"},
+      {R"({"minimum":0})", "only supported for integers"},
+      {R"({"type":"integer","maximum":1e300})", R"("maximum" must be a number within +-2^53)"},
+      {R"({"type":"integer","minimum":"0"})", R"("minimum" must be a number)"},
+      {R"({"type":"integer","minimum":3,"maximum":2})", "admits no JSON value"},
+      {R"({"type":"integer","multipleOf":2})", R"("multipleOf" is not supported)"},
       {R"({"type":"date"})", R"("type": unknown type "date")"},
       {R"({"type":[]})", R"("type" must be a type name or a list of them)"},
       {R"({"$ref":"http://x.org/s"})", "only references into this schema"},
@@ -305,6 +341,8 @@ TEST(JsonSchemaGrammar, RandomWalksNeverGetStuckAndEndValid) {
   random_walks(Json::parse(R"({"anyOf":[{"properties":{"k":{"const":1}},"required":["k"],"additionalProperties":false},
     {"properties":{"k":{"const":2},"v":{"type":"array","minItems":2,"items":{"type":["integer","null"]}}},"required":["v"]},
     {"type":"array","prefixItems":[{"type":"boolean"}],"items":{"type":"string"}}]})"), 200, closed);
+  random_walks(Json::parse(R"({"type":"array","items":{"anyOf":[{"type":"integer","minimum":-3,"maximum":1200},
+    {"type":"integer","exclusiveMinimum":99999,"maximum":100005},{"type":"integer","maximum":-1000}]}})"), 150);
   random_walks(Json::parse("{}"), 150, shallow);
   random_walks(Json::parse(R"({"type":"object"})"), 100);
 }

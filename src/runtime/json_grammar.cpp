@@ -82,8 +82,7 @@ bool Machine::complete(const Stacks& st) const {
     const Frame& f = s.top();
     if (f.kind == Kind::Root && f.phase == kAfter) return true;
     if (s.size != 2) continue;  // only a number or literal directly at the root can end without a byte
-    if (f.kind == Kind::Number && (f.phase == kZero || f.phase == kInt || f.phase == kFrac || f.phase == kExpDigits))
-      return true;
+    if (f.kind == Kind::Number && number_may_end(f)) return true;
     if (f.kind == Kind::Literal && r_.trie[f.trie].value >= 0) return true;
   }
   return false;
@@ -126,7 +125,10 @@ bool Machine::start_value(Stacks& st, int i, uint32_t slot, uint8_t b) const {
       case NodeKind::Object: starts = b == '{'; break;
       case NodeKind::Array: starts = b == '['; break;
       case NodeKind::String: starts = b == '"'; break;
-      case NodeKind::Number: starts = b == '-' || is_digit(b); break;
+      case NodeKind::Number:
+        starts = (b == '-' || is_digit(b)) &&
+                 (!n.bounded || integer_possible(n, b == '-', b == '-' ? 0 : b - '0', b != '-', b == '0'));
+        break;
       case NodeKind::Literal: starts = r_.child(n.values, b) != kNone; break;
     }
     if (starts) matches[m++] = node;
@@ -165,6 +167,10 @@ void Machine::open_value(Stack& s, uint32_t node, uint8_t b) const {
     case NodeKind::Number:
       f.kind = Kind::Number;
       f.phase = b == '-' ? kMinus : b == '0' ? kZero : kInt;
+      if (n.bounded) {
+        f.unit = b == '-';
+        f.bits = b == '-' ? 0 : uint64_t(b - '0');
+      }
       break;
     case NodeKind::Literal:
       f.kind = Kind::Literal;
@@ -249,21 +255,50 @@ Machine::Step Machine::array(Stacks& st, int i, uint8_t b) const {
   return start_value(st, i, slot, b) ? Step::Taken : Step::Rejected;
 }
 
+bool Machine::number_may_end(const Frame& f) const {
+  if (f.phase != kZero && f.phase != kInt && f.phase != kFrac && f.phase != kExpDigits) return false;
+  const Node& n = r_.nodes[f.node];
+  if (!n.bounded) return true;
+  const __int128 value = f.unit ? -__int128(f.bits) : __int128(f.bits);
+  return value >= n.minimum && value <= n.maximum;
+}
+
+// Integers with bounds: the digits so far begin the values +-(magnitude x
+// 10^j + r), 0 <= r < 10^j, for every j >= 0 (only j = 0 once `fixed`: a
+// leading 0); "-" alone begins 0 (as -0) and every negative. Digits are taken
+// only while one of those is in bounds, so the number can always be finished.
+bool Machine::integer_possible(const Node& n, bool negative, uint64_t magnitude, bool any_digit, bool fixed) const {
+  if (!any_digit) return n.minimum <= 0;
+  __int128 scale = 1;
+  for (int j = 0; j <= (fixed ? 0 : 19); ++j, scale *= 10) {  // 10^19 is past every bound
+    const __int128 low = __int128(magnitude) * scale, high = low + scale - 1;
+    if ((negative ? -high : low) <= n.maximum && (negative ? -low : high) >= n.minimum) return true;
+  }
+  return false;
+}
+
 Machine::Step Machine::number(Frame& f, uint8_t b) const {
-  const bool fraction_ok = !r_.nodes[f.node].integer;
+  const Node& n = r_.nodes[f.node];
+  const bool fraction_ok = !n.integer;
   const bool digit = is_digit(b);
   const bool exponent = fraction_ok && (b == 'e' || b == 'E');
+  auto ended = [&] { return number_may_end(f) ? Step::Ended : Step::Rejected; };
   switch (f.phase) {
     case kMinus:
-      if (!digit) return Step::Rejected;
-      f.phase = b == '0' ? kZero : kInt;
-      return Step::Taken;
     case kZero:
     case kInt:
       if (digit) {
         if (f.phase == kZero) return Step::Rejected;  // no leading zeros
+        const bool fixed = f.phase == kMinus && b == '0';
+        if (n.bounded) {
+          const uint64_t value = f.bits * 10 + uint64_t(b - '0');  // bits <= 2^53: no overflow
+          if (!integer_possible(n, f.unit, value, true, fixed)) return Step::Rejected;
+          f.bits = value;
+        }
+        f.phase = fixed ? kZero : kInt;
         return Step::Taken;
       }
+      if (f.phase == kMinus) return Step::Rejected;
       if (fraction_ok && b == '.') {
         f.phase = kDot;
         return Step::Taken;
@@ -272,7 +307,7 @@ Machine::Step Machine::number(Frame& f, uint8_t b) const {
         f.phase = kExp;
         return Step::Taken;
       }
-      return Step::Ended;
+      return ended();
     case kDot:
       if (!digit) return Step::Rejected;
       f.phase = kFrac;
@@ -283,7 +318,7 @@ Machine::Step Machine::number(Frame& f, uint8_t b) const {
         f.phase = kExp;
         return Step::Taken;
       }
-      return Step::Ended;
+      return ended();
     case kExp:
       if (b == '+' || b == '-') {
         f.phase = kExpSign;
@@ -295,7 +330,7 @@ Machine::Step Machine::number(Frame& f, uint8_t b) const {
       f.phase = kExpDigits;
       return Step::Taken;
     default:  // kExpDigits
-      return digit ? Step::Taken : Step::Ended;
+      return digit ? Step::Taken : ended();
   }
 }
 

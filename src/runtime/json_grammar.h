@@ -33,6 +33,9 @@
 //     additionalProperties (a schema, true, false; absent = any value, unless
 //     JsonGrammarOptions::closed_objects), items, prefixItems, items as a list
 //     + additionalItems (draft 7), minItems, maxItems, minLength, maxLength,
+//     minimum / maximum / exclusiveMinimum / exclusiveMaximum for "integer"
+//     (bounds within +-2^53; digits are taken only while the number can still
+//     end in bounds: 12 is taken for [0, 120], 121 is not),
 //     enum, const (also objects and arrays; a number matches its own spelling
 //     only: 1.0 does not match 1), anyOf, oneOf (read as anyOf: an output
 //     that fits two alternatives is accepted), allOf with one schema, $ref to
@@ -43,11 +46,14 @@
 //     readOnly, writeOnly, contentEncoding, contentMediaType; and format (not
 //     enforced: "format": "date-time" admits any string).
 //   Not supported (Error): pattern, patternProperties, propertyNames,
-//     minimum/maximum and the other number bounds, multipleOf, uniqueItems,
+//     bounds on "number" (non-integers), multipleOf, uniqueItems,
 //     contains, min/maxProperties, not, if/then/else, dependent*, unevaluated*,
 //     $ref or anyOf next to other validity keywords, remote $refs.
 // Duplicate keys: a property the schema names may appear once; other keys
 // are not tracked, so an open object may repeat one of those.
+// At most 8 readings stay alive at once: an anyOf that would fork more keeps
+// the first alternatives (in schema order) and drops the others, which makes
+// the grammar stricter, never wrong.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -50,11 +50,12 @@ enum : uint8_t {
 
 // 24 bytes, no padding: stacks are compared with memcmp.
 struct Frame {
-  uint64_t bits;   // Object: properties present or out of depth reach. Strings: a high surrogate awaiting its pair
+  uint64_t bits;   // Object: properties present or out of depth reach. Strings: a high surrogate awaiting its pair.
+                   // A bounded integer: its digits' value
   uint32_t node;   // Root: the root slot; keys: the object's node; else the node
   uint32_t count;  // Object: the property whose value comes (kNone: another key). Array: items begun. String: code points
   uint32_t trie;   // EnumString, keys, Literal: position in the trie (open keys: kNone once off it)
-  uint16_t unit;   // strings: the \u value read so far
+  uint16_t unit;   // strings: the \u value read so far. A bounded integer: 1 if negative
   Kind kind;
   uint8_t phase;
 };
@@ -113,6 +114,10 @@ class Machine {
   Step string(Stack& s, uint8_t b) const;  // json_strings.cpp
 
   Step space(Stack& s) const;
+  // Numbers: whether this one may end here (and is within an integer's
+  // bounds); whether some integer that begins so is within them (json_grammar.cpp).
+  bool number_may_end(const Frame& f) const;
+  bool integer_possible(const Node& n, bool negative, uint64_t magnitude, bool any_digit, bool fixed) const;
   bool start_value(Stacks& st, int i, uint32_t slot, uint8_t b) const;
   void open_value(Stack& s, uint32_t node, uint8_t b) const;
   static void end_value(Stack& s);

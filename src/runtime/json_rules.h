@@ -58,6 +58,9 @@ struct Node {
   uint32_t values = kNone;
   // Number
   bool integer = false;  // no fraction, no exponent
+  bool bounded = false;  // integers only: within [minimum, maximum]
+  int64_t minimum = std::numeric_limits<int64_t>::min();
+  int64_t maximum = std::numeric_limits<int64_t>::max();
 };
 
 struct Slot {

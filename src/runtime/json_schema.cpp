@@ -35,7 +35,7 @@ bool is_annotation(std::string_view key) {
   return std::find(std::begin(kNames), std::end(kNames), key) != std::end(kNames);
 }
 
-enum class Group { Any, Object, Array, String };
+enum class Group { Any, Object, Array, String, Number };
 
 // The keywords compiled here, and the type each one is about.
 bool validity_keyword(std::string_view key, Group* group) {
@@ -45,7 +45,8 @@ bool validity_keyword(std::string_view key, Group* group) {
       {"$ref", Group::Any},           {"properties", Group::Object}, {"required", Group::Object},
       {"additionalProperties", Group::Object}, {"items", Group::Array}, {"prefixItems", Group::Array},
       {"additionalItems", Group::Array}, {"minItems", Group::Array},  {"maxItems", Group::Array},
-      {"minLength", Group::String},   {"maxLength", Group::String}};
+      {"minLength", Group::String},   {"maxLength", Group::String},  {"minimum", Group::Number},
+      {"maximum", Group::Number},     {"exclusiveMinimum", Group::Number}, {"exclusiveMaximum", Group::Number}};
   for (const auto& [name, g] : kNames)
     if (key == name) {
       *group = g;
@@ -266,7 +267,11 @@ class Compiler {
       Group group;
       if (!validity_keyword(key, &group)) fail_at(at, in_quotes(key) + " is not supported");
       validity.push_back(key);
-      implied |= group == Group::Object ? kObject : group == Group::Array ? kArray : group == Group::String ? kString : 0;
+      implied |= group == Group::Object   ? kObject
+                 : group == Group::Array  ? kArray
+                 : group == Group::String ? kString
+                 : group == Group::Number ? kNumber
+                                          : 0;
     }
     // Applicators stand alone: a conjunction with other keywords is not compiled.
     auto alone = [&](const char* keyword, std::initializer_list<const char*> besides) {
@@ -301,8 +306,15 @@ class Compiler {
     if (types & kObject) add_to(slot, object_node(s, at, nesting));
     if (types & kArray) add_to(slot, array_node(s, at, nesting));
     if (types & kString) add_to(slot, string_node(s, at));
+    const bool bounds = s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+                        s.contains("exclusiveMaximum");
+    if ((types & kNumber) && bounds)
+      fail_at(at, "minimum / maximum are only supported for integers (\"type\": \"integer\")");
     if (types & kNumber) add_to(slot, plain(NodeKind::Number, false));
-    if ((types & kInteger) && !(types & kNumber)) add_to(slot, plain(NodeKind::Number, true));
+    if ((types & kInteger) && !(types & kNumber)) {
+      const uint32_t node = bounds ? bounded_integer(s, at) : plain(NodeKind::Number, true);
+      if (node != kNone) add_to(slot, node);
+    }
     if (types & kBoolean) add_to(slot, literals({"true", "false"}));
     if (types & kNull) add_to(slot, literals({"null"}));
     return slot;
@@ -395,6 +407,35 @@ class Compiler {
     }
     if (s.contains("minItems")) n.min_items = count(s, "minItems", at);
     if (s.contains("maxItems")) n.max_items = count(s, "maxItems", at);
+    return add_node(std::move(n));
+  }
+
+  // An integer within minimum / maximum (exclusive ones made inclusive);
+  // kNone if no integer is. Bounds beyond +-2^53 (where JSON numbers stop
+  // being exact in most parsers) are refused.
+  uint32_t bounded_integer(const Json& s, const std::string& at) {
+    Node n = node_of(NodeKind::Number);
+    n.integer = n.bounded = true;
+    constexpr double kLimit = 9007199254740992.0;  // 2^53
+    auto bound = [&](const char* keyword, bool lower, bool exclusive) {
+      const Json& v = s[keyword];
+      if (!v.is_number() || std::abs(v.get<double>()) > kLimit)
+        fail_at(at, in_quotes(keyword) + " must be a number within +-2^53");
+      const double x = v.get<double>();
+      const double b = lower ? (exclusive ? std::floor(x) + 1 : std::ceil(x)) : (exclusive ? std::ceil(x) - 1 : std::floor(x));
+      int64_t& field = lower ? n.minimum : n.maximum;
+      if (v.is_number_integer()) {  // exact, not through a double
+        const int64_t i = v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.get<int64_t>();
+        field = lower ? std::max(field, exclusive ? i + 1 : i) : std::min(field, exclusive ? i - 1 : i);
+      } else {
+        field = lower ? std::max(field, int64_t(b)) : std::min(field, int64_t(b));
+      }
+    };
+    if (s.contains("minimum")) bound("minimum", true, false);
+    if (s.contains("exclusiveMinimum")) bound("exclusiveMinimum", true, true);
+    if (s.contains("maximum")) bound("maximum", false, false);
+    if (s.contains("exclusiveMaximum")) bound("exclusiveMaximum", false, true);
+    if (n.minimum > n.maximum) return kNone;
     return add_node(std::move(n));
   }
 
