@@ -233,9 +233,12 @@ TEST(JsonSchemaGrammar, UnsupportedOrImpossibleSchemasAreOneLineErrors) {
   many += "}}";
   std::string deep, deep_end;
   for (int i = 0; i < 150; ++i) deep += R"({"items":)", deep_end += "}";
-  std::string wide = R"({"anyOf":[)";
+  std::string wide = R"({"anyOf":[)", alternatives = R"({"anyOf":[)";
   for (int i = 0; i < 5000; ++i) wide += (i ? "," : "") + std::string("{}");
+  for (int i = 0; i < 200; ++i)
+    alternatives += (i ? "," : "") + std::string(R"({"type":"object","required":["k)") + std::to_string(i) + "\"]}";
   wide += "]}";
+  alternatives += "]}";
   const std::pair<std::string, std::string> cases[] = {
       {R"({"type":"string","pattern":"^a"})", R"("pattern" is not supported)"},
       {R"({"properties":{"tags":{"patternProperties":{}}}})", R"("patternProperties" is not supported (at #/properties/tags))"},
@@ -262,6 +265,7 @@ TEST(JsonSchemaGrammar, UnsupportedOrImpossibleSchemasAreOneLineErrors) {
       {many, "more than 64 properties in one object are not supported"},
       {deep + "{}" + deep_end, "the schema nests deeper than 100 levels"},
       {wide, "the schema is too large"},
+      {alternatives, "a value with more than 128 alternatives (anyOf, type lists, $refs together) is not supported"},
       {R"({"enum":[]})", "the schema admits no JSON value within a nesting depth of 32"},
       {"false", "admits no JSON value"},
       {R"({"type":"object","properties":{"c":{"$ref":"#"}},"required":["c"]})", "admits no JSON value"},

@@ -26,6 +26,7 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxSubschemas = 4096;
 constexpr int kMaxNesting = 100;
 constexpr size_t kMaxTrieNodes = size_t(1) << 20;
+constexpr int kMaxAlternatives = 128;
 
 // Keywords that do not change which values are valid.
 bool is_annotation(std::string_view key) {
@@ -161,7 +162,7 @@ class Compiler {
   void finish(uint32_t root) {
     r_.root = root;
     r_.slots.resize(raw_.size());
-    std::vector<uint32_t> seen(raw_.size(), 0);
+    std::vector<uint32_t> seen(raw_.size(), 0), taken(r_.nodes.size(), 0);
     uint32_t generation = 0;
     for (uint32_t s = 0; s < raw_.size(); ++s) {
       ++generation;
@@ -171,7 +172,13 @@ class Compiler {
         const uint32_t t = todo.back();
         todo.pop_back();
         for (uint32_t n : raw_[t].nodes)
-          if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+          if (taken[n] != generation) {
+            taken[n] = generation;
+            nodes.push_back(n);
+          }
+        if (nodes.size() > size_t(kMaxAlternatives))  // each value start would test them all
+          fail(options_.error_subject, "a value with more than " + std::to_string(kMaxAlternatives) +
+                                           " alternatives (anyOf, type lists, $refs together) is not supported");
         for (auto it = raw_[t].slots.rbegin(); it != raw_[t].slots.rend(); ++it)
           if (seen[*it] != generation) {
             seen[*it] = generation;
