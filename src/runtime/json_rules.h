@@ -10,8 +10,10 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -105,6 +107,40 @@ struct Rules {
     return lo < n.first_edge + n.edge_count && edges[lo].byte == byte ? edges[lo].child : kNone;
   }
 };
+
+// Prefix trees are built in maps, then laid out in the rules' pool
+// (json_rules.cpp). `mark_below`: name tries, where a node's `below` has the
+// bit of every value (property index) ending there or beneath.
+class TrieBuilder {
+ public:
+  void add(std::string_view s, int32_t value, bool mark_below);
+  bool empty() const { return nodes_.size() == 1 && nodes_[0].value < 0; }
+  uint32_t lay_out(Rules& r) const;  // the root's index in r.trie
+
+ private:
+  struct N {
+    std::map<uint8_t, uint32_t> next;
+    int32_t value = -1;
+    uint64_t below = 0;
+  };
+  std::vector<N> nodes_{1};
+};
+
+// A slot as the compiler first sees it: its own nodes, and nested slots
+// (anyOf alternatives, $ref targets, type lists) whose nodes are its too.
+struct RawSlot {
+  std::vector<uint32_t> nodes;
+  std::vector<uint32_t> slots;
+};
+
+constexpr int kMaxAlternatives = 128;  // nodes per slot: each value start tests them all
+
+// json_rules.cpp: the node list of every slot (nested ones flattened, cycles
+// and repeats dropped, "integer" folded into "number" where both are), then
+// every node's and slot's min_depth. Throws Error (subject: ...) for a slot
+// of more than kMaxAlternatives nodes.
+void lay_out_slots(Rules& r, const std::vector<RawSlot>& raw, const std::string& error_subject);
+void least_depths(Rules& r);
 
 // json_schema.cpp. Both throw Error (options.error_subject: ...).
 std::shared_ptr<const Rules> compile_schema(const nlohmann::ordered_json& schema, const JsonGrammarOptions& options);

@@ -1,4 +1,5 @@
-// JSON Schema -> json_rules::Rules (see runtime/json_grammar.h for the subset).
+// JSON Schema -> json_rules::Rules (see runtime/json_grammar.h for the subset;
+// the steps that need only the rules are in json_rules.cpp).
 //
 // Every subschema becomes a Slot; its Nodes are the concrete kinds of value it
 // admits. anyOf, allOf of one, a list of types and $ref first become "nested
@@ -26,7 +27,6 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxSubschemas = 4096;
 constexpr int kMaxNesting = 100;
 constexpr size_t kMaxTrieNodes = size_t(1) << 20;
-constexpr int kMaxAlternatives = 128;
 
 // Keywords that do not change which values are valid.
 bool is_annotation(std::string_view key) {
@@ -83,45 +83,6 @@ std::string pointer_token(std::string_view name) {
 enum : uint8_t { kObject = 1, kArray = 2, kString = 4, kNumber = 8, kInteger = 16, kBoolean = 32, kNull = 64 };
 constexpr uint8_t kAllTypes = 127;
 
-// Prefix trees are built in maps, then laid out in the rules' pool.
-class TrieBuilder {
- public:
-  void add(std::string_view s, int32_t value, bool mark_below) {
-    uint32_t n = 0;
-    if (mark_below) nodes_[0].below |= uint64_t(1) << value;
-    for (unsigned char c : s) {
-      auto [it, fresh] = nodes_[n].next.try_emplace(c, uint32_t(nodes_.size()));
-      if (fresh) nodes_.emplace_back();
-      n = it->second;
-      if (mark_below) nodes_[n].below |= uint64_t(1) << value;
-    }
-    nodes_[n].value = value;
-  }
-  bool empty() const { return nodes_.size() == 1 && nodes_[0].value < 0; }
-
-  uint32_t lay_out(Rules& r) const {
-    const auto base = uint32_t(r.trie.size());
-    for (const N& n : nodes_) {
-      TrieNode t;
-      t.first_edge = uint32_t(r.edges.size());
-      t.edge_count = uint32_t(n.next.size());
-      t.value = n.value;
-      t.below = n.below;
-      r.trie.push_back(t);
-      for (const auto& [byte, child] : n.next) r.edges.push_back({byte, base + child});
-    }
-    return base;
-  }
-
- private:
-  struct N {
-    std::map<uint8_t, uint32_t> next;
-    int32_t value = -1;
-    uint64_t below = 0;
-  };
-  std::vector<N> nodes_{1};
-};
-
 class Compiler {
  public:
   Compiler(const Json& root, const JsonGrammarOptions& options, Rules& rules)
@@ -161,49 +122,14 @@ class Compiler {
   // Node lists of every slot, then the least depths.
   void finish(uint32_t root) {
     r_.root = root;
-    r_.slots.resize(raw_.size());
-    std::vector<uint32_t> seen(raw_.size(), 0), taken(r_.nodes.size(), 0);
-    uint32_t generation = 0;
-    for (uint32_t s = 0; s < raw_.size(); ++s) {
-      ++generation;
-      std::vector<uint32_t> todo = {s}, nodes;
-      seen[s] = generation;
-      while (!todo.empty()) {
-        const uint32_t t = todo.back();
-        todo.pop_back();
-        for (uint32_t n : raw_[t].nodes)
-          if (taken[n] != generation) {
-            taken[n] = generation;
-            nodes.push_back(n);
-          }
-        if (nodes.size() > size_t(kMaxAlternatives))  // each value start would test them all
-          fail(options_.error_subject, "a value with more than " + std::to_string(kMaxAlternatives) +
-                                           " alternatives (anyOf, type lists, $refs together) is not supported");
-        for (auto it = raw_[t].slots.rbegin(); it != raw_[t].slots.rend(); ++it)
-          if (seen[*it] != generation) {
-            seen[*it] = generation;
-            todo.push_back(*it);
-          }
-      }
-      // "number" covers "integer": keep one reading of a number, not two.
-      const bool any_number = std::any_of(nodes.begin(), nodes.end(), [&](uint32_t n) {
-        return r_.nodes[n].kind == NodeKind::Number && !r_.nodes[n].integer;
-      });
-      if (any_number)
-        std::erase_if(nodes, [&](uint32_t n) { return r_.nodes[n].kind == NodeKind::Number && r_.nodes[n].integer; });
-      r_.slots[s].nodes = std::move(nodes);
-    }
-    least_depths();
+    lay_out_slots(r_, raw_, options_.error_subject);
+    least_depths(r_);
     if (r_.slots[root].min_depth > r_.max_depth)
       fail(options_.error_subject, "the schema admits no JSON value within a nesting depth of " +
                                        std::to_string(r_.max_depth));
   }
 
  private:
-  struct RawSlot {
-    std::vector<uint32_t> nodes;
-    std::vector<uint32_t> slots;  // nested: their nodes are this slot's too
-  };
   struct Pending {
     const Json* target;
     std::string pointer;
@@ -556,43 +482,6 @@ class Compiler {
     ref_slots_[pointer] = slot;
     pending_.push_back({target, pointer, slot});
     return slot;
-  }
-
-  // min_depth of every node and slot: the least fixed point of
-  //   object = 1 + max over required properties, array = 1 + max over the
-  //   first min_items items, scalar = 0, slot = min over its nodes.
-  void least_depths() {
-    auto plus_one = [](uint8_t d) { return d >= kUnreachable - 1 ? kUnreachable : uint8_t(d + 1); };
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (Node& n : r_.nodes) {
-        uint8_t d = 0;
-        if (n.kind == NodeKind::Object) {
-          for (size_t p = 0; p < n.property_slots.size(); ++p)
-            if (n.required >> p & 1) d = std::max(d, r_.slots[n.property_slots[p]].min_depth);
-          d = plus_one(d);
-        } else if (n.kind == NodeKind::Array) {
-          for (size_t i = 0; i < n.prefix_items.size() && i < n.min_items; ++i)
-            d = std::max(d, r_.slots[n.prefix_items[i]].min_depth);
-          if (n.min_items > n.prefix_items.size())
-            d = std::max(d, n.items == kNone ? kUnreachable : r_.slots[n.items].min_depth);
-          if (n.min_items > n.max_items) d = kUnreachable;
-          d = plus_one(d);
-        }
-        if (d < n.min_depth) {
-          n.min_depth = d;
-          changed = true;
-        }
-      }
-      for (Slot& s : r_.slots) {
-        uint8_t d = kUnreachable;
-        for (uint32_t n : s.nodes) d = std::min(d, r_.nodes[n].min_depth);
-        if (d < s.min_depth) {
-          s.min_depth = d;
-          changed = true;
-        }
-      }
-    }
   }
 
   const Json& root_;
