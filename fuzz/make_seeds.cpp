@@ -271,6 +271,36 @@ void serve_request_seeds() {
   for (const char* b : bodies) write("serve_request", "body" + std::to_string(i++) + ".json", b);
 }
 
+// json_grammar_fuzz: mode byte (bits 0-1: any value, any object, schema,
+// schema with closed objects; bits 2-4: depth limit - 1), then "schema \0 text"
+// or the text.
+void json_grammar_seeds() {
+  const std::pair<int, const char*> texts[] = {
+      {0, R"({"a": [1, -2.5e+3, true, null, "x\u00e9\ud83d\ude00"], "b": {}})"},
+      {1, R"( {"k": "v"} )"},
+  };
+  for (const auto& [mode, text] : texts)
+    write("json_grammar", "mode" + std::to_string(mode) + ".txt", std::string(1, char(mode | 3 << 2)) + text);
+  const std::pair<const char*, const char*> schemas[] = {
+      {R"({"type":"object","properties":{"name":{"type":"string","maxLength":5},"age":{"type":"integer"},
+          "tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":2}},"required":["name"],"additionalProperties":false})",
+       R"({"name": "Ann", "tags": ["a"]})"},
+      {R"({"anyOf":[{"properties":{"k":{"const":1}},"required":["k"]},
+          {"type":"array","prefixItems":[{"type":"boolean"}],"items":false},{"enum":["red",12,null]}]})",
+       R"({"k": 1})"},
+      {R"({"$defs":{"n":{"type":"object","properties":{"v":{"type":"number"},"c":{"type":"array","items":{"$ref":"#/$defs/n"}}},
+          "required":["v"]}},"$ref":"#/$defs/n"})",
+       R"({"v": 1, "c": [{"v": 2}]})"},
+      {R"({"type":["string","null"],"minLength":2})", R"("\u00e9x")"},
+  };
+  int i = 0;
+  for (const auto& [schema, text] : schemas) {
+    const std::string body = json::parse(schema).dump() + std::string(1, '\0') + text;
+    write("json_grammar", "schema" + std::to_string(i) + ".txt", std::string(1, char(2 | 3 << 2)) + body);
+    write("json_grammar", "closed" + std::to_string(i++) + ".txt", std::string(1, char(3 | 3 << 2)) + body);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -288,6 +318,7 @@ int main(int argc, char** argv) {
     snapshot_seeds();
     tokenizer_seeds(argc > 2 ? fs::path(argv[2]) : fs::path());
     serve_request_seeds();
+    json_grammar_seeds();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;
