@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime_fixtures.h"
 #include "test_util.h"
 
@@ -183,6 +185,36 @@ TEST(Scheduler, StopStringsAndEosEndTheSequence) {
   const Collected e = collect(*scheduler.submit({test::golden_prompt_ids(), {}, o}));
   EXPECT_EQ(e.end.stop_reason, StopReason::Eos);
   EXPECT_EQ(e.end.generated_ids, (Ids{77, 490}));
+}
+
+TEST(Scheduler, AGrammarMakesTheReplyJsonOfTheSchema) {
+  Scheduler scheduler(golden_chat_engine(), SchedulerOptions{.parallel = 2});
+  const auto schema = nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"ok": {"enum": [true, false]}, "n": {"type": "integer", "minimum": 0, "maximum": 9}},
+          "required": ["ok", "n"], "additionalProperties": false})");
+  for (double temperature : {0.0, 1.0}) {
+    SequenceRequest r{prompt_of(12, 11), {}, options(400, temperature, 5)};
+    r.options.stop_at_eos = true;  // the end may come only once the document is complete
+    r.grammar = std::make_shared<const JsonGrammar>(JsonGrammar::from_schema(schema));
+    const Collected c = collect(*scheduler.submit(r));
+    ASSERT_EQ(c.end.stop_reason, StopReason::Eos) << c.end.text;
+    const auto doc = nlohmann::json::parse(c.end.text);
+    EXPECT_TRUE(doc.at("ok").is_boolean()) << c.end.text;
+    EXPECT_TRUE(doc.at("n").is_number_integer() && doc["n"] >= 0 && doc["n"] <= 9) << c.end.text;
+    EXPECT_EQ(doc.size(), 2u);
+  }
+  // Free text until the grammar's start token, JSON after it: the golden
+  // continuation is "M", "w490", ...; with the constraint after 490, the
+  // first two tokens are the model's own and the rest is the schema's JSON.
+  // (A schema that bounds every string: a random model never ends a free one.)
+  SequenceRequest r{test::golden_prompt_ids(), {}, options(400)};
+  r.options.stop_at_eos = true;
+  r.grammar = std::make_shared<const JsonGrammar>(JsonGrammar::from_schema(schema));
+  r.grammar_after = 490;
+  const Collected c = collect(*scheduler.submit(r));
+  ASSERT_EQ(c.end.stop_reason, StopReason::Eos) << c.end.text;
+  ASSERT_EQ(c.end.text.rfind("Mw490", 0), 0u) << c.end.text;
+  EXPECT_EQ(nlohmann::json::parse(c.end.text.substr(5)).size(), 2u) << c.end.text;
 }
 
 TEST(Scheduler, RefusesRequestsThatCanNeverRun) {

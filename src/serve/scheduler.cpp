@@ -1,6 +1,7 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "runtime/sampling.h"
 #include "runtime/snapshot.h"
 #include "runtime/text_stream.h"
+#include "runtime/token_table.h"
 
 namespace deltagen::serve {
 namespace {
@@ -38,6 +40,8 @@ struct Scheduler::Sequence {
   int64_t next_token = -1;  // chosen, not yet run
   std::optional<StopReason> stop;
   SequenceEnd end;
+  std::optional<JsonGrammar> grammar;  // the reply's constraint, once active
+  const TokenTable* tokens = nullptr;  // with a grammar: the ids it may take
 };
 
 // Everything the worker thread owns: the state rows and the sequences in them.
@@ -73,6 +77,10 @@ class Scheduler::Worker {
     s->sampler.emplace(sampling, generator_.vocab(), sampling.seed);
     s->sampler->begin(prompt);
     if (tokenizer_) s->text.emplace(*tokenizer_, s->request.options.stop_strings);
+    if (s->request.grammar) {
+      s->tokens = &token_table(s->stop_ids);
+      if (s->request.grammar_after < 0) s->grammar.emplace(*s->request.grammar);
+    }
     prefilling_ = std::move(s);
   }
 
@@ -149,7 +157,7 @@ class Scheduler::Worker {
 
     // The prompt is in: the sequence joins the decoders, in the row after theirs.
     std::unique_ptr<Sequence> joined = std::move(prefilling_);
-    accept(*joined, joined->sampler->next(logits.row(0, logits.rows - 1)), logits.row(0, logits.rows - 1));
+    accept(*joined, choose(*joined, logits.row(0, logits.rows - 1)), logits.row(0, logits.rows - 1));
     if (joined->stop) return finish(*joined, *joined->stop);
     const int64_t row = int64_t(decoding_.size());
     if (joined->row != row) generator_.state().copy_row(joined->row, row);
@@ -174,7 +182,7 @@ class Scheduler::Worker {
     for (size_t i = 0; i < decoding_.size(); ++i) {
       Sequence& s = *decoding_[i];
       s.end.decode_seconds += seconds;
-      accept(s, s.sampler->next(logits.row(int64_t(i), 0)), logits.row(int64_t(i), 0));
+      accept(s, choose(s, logits.row(int64_t(i), 0)), logits.row(int64_t(i), 0));
     }
     // Ended sequences leave; the last decoder moves into each freed row so
     // that the decoders stay in rows [0, n). Walking down, every row above i
@@ -192,10 +200,31 @@ class Scheduler::Worker {
     }
   }
 
+  // The next token: among those the reply's grammar allows, when it has one.
+  int64_t choose(Sequence& s, const float* logits) {
+    if (!s.grammar) return s.sampler->next(logits);
+    const TokenTable& table = *s.tokens;
+    const JsonGrammar& grammar = *s.grammar;
+    return s.sampler->next(
+        logits, [&](int64_t id) { return table.allowed(grammar, id); },
+        [&](std::span<uint8_t> mask) { table.fill_allowed(grammar, mask); });
+  }
+
+  // The token bytes a grammar checks, made once per set of end ids (about 0.1 s for 151k ids).
+  const TokenTable& token_table(std::vector<int64_t> end_ids) {
+    std::sort(end_ids.begin(), end_ids.end());
+    auto it = token_tables_.find(end_ids);
+    if (it == token_tables_.end())
+      it = token_tables_.emplace(end_ids, TokenTable::from_tokenizer(*tokenizer_, generator_.vocab(), end_ids)).first;
+    return it->second;
+  }
+
   // Records the chosen token, streams it, and decides whether the sequence ends.
   void accept(Sequence& s, int64_t token, const float* logits) {
     s.generated.push_back(token);
     s.next_token = token;
+    if (s.grammar) s.tokens->advance(*s.grammar, token);
+    else if (s.request.grammar && token == s.request.grammar_after) s.grammar.emplace(*s.request.grammar);
     TokenEvent event{token, s.text ? s.text->push(token) : std::string(), std::nullopt};
     if (s.request.top_logprobs >= 0)
       event.logprobs = token_logprobs(logits, generator_.vocab(), token, s.request.top_logprobs);
@@ -215,6 +244,7 @@ class Scheduler::Worker {
   std::vector<std::unique_ptr<Sequence>> decoding_;  // decoding_[i]->row == i
   std::unique_ptr<Sequence> prefilling_;
   std::vector<int64_t> tokens_;
+  std::map<std::vector<int64_t>, TokenTable> token_tables_;  // by sorted end ids
 };
 
 Scheduler::Scheduler(std::shared_ptr<Engine> engine, SchedulerOptions options)
@@ -252,6 +282,7 @@ std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
   if (request.top_logprobs > kMaxTopLogprobs)
     fail("top_logprobs", "must be at most " + std::to_string(kMaxTopLogprobs));
   if (!o.stop_strings.empty() && !engine_->has_tokenizer()) fail("stop", "stop strings need a tokenizer");
+  if (request.grammar && !engine_->has_tokenizer()) fail("response_format", "JSON output needs a tokenizer");
   for (int64_t c : request.checkpoints)
     if (c < 1 || c > int64_t(request.prompt.size())) fail("serve", "a checkpoint lies outside the prompt");
 

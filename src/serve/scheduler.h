@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "deltagen/deltagen.h"
+#include "runtime/json_grammar.h"
 #include "runtime/prefix_cache.h"
 #include "serve/sequence_stream.h"
 
@@ -50,6 +51,11 @@ struct SequenceRequest {
   // prefill chunk and collect_logits are the scheduler's business.
   GenerationOptions options;
   int64_t top_logprobs = -1;  // -1: no logprobs; else the chosen token's and this many alternatives'
+  // response_format: the reply must be this JSON (runtime/json_grammar.h),
+  // from the token after `grammar_after` (a reasoning model's </think>) or
+  // from the start (-1). Each sequence works on its own copy.
+  std::shared_ptr<const JsonGrammar> grammar;
+  int64_t grammar_after = -1;
 };
 
 // The queue is full or the server is stopping: try again later (HTTP 503).

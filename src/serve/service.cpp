@@ -72,8 +72,20 @@ SequenceRequest Service::sequence_for(const CompletionParams& p, std::vector<int
   o.stop_strings = p.stop;
   o.stop_at_eos = !p.ignore_eos;
   r.top_logprobs = p.top_logprobs;
-  if (p.response_format != ResponseFormat::Text)
-    bad_request("response_format", "constrained JSON output is not available in this build");
+  // response_format: the sampler may only choose tokens that keep the reply
+  // valid JSON (of the schema). Whitespace runs up to 16 bytes: enough for
+  // pretty-printed JSON nested 7 deep, and a model drawn to newlines gets to
+  // the point (llama.cpp's JSON grammar allows 20).
+  const JsonGrammarOptions grammar_options{.max_whitespace_run = 16};
+  if (p.response_format == ResponseFormat::JsonObject) {
+    r.grammar = std::make_shared<const JsonGrammar>(JsonGrammar::any_object(grammar_options));
+  } else if (p.response_format == ResponseFormat::JsonSchema) {
+    try {
+      r.grammar = std::make_shared<const JsonGrammar>(JsonGrammar::from_schema(p.json_schema, grammar_options));
+    } catch (const Error& e) {
+      throw ApiError(400, "invalid_request_error", "response_format.json_schema", e.what());
+    }
+  }
   return r;
 }
 
@@ -109,6 +121,9 @@ PreparedChat Service::prepare_chat(std::string_view body) const {
   if (!c.params.ignore_eos) c.sequence.options.extra_stop_ids = chat_stop_ids_;
   c.header = header("chatcmpl-");
   c.parser.starts_in_reasoning = prompt_opens_reasoning(c.prompt);
+  // A reply that starts with reasoning is JSON only after it: the constraint waits for </think>.
+  if (c.sequence.grammar && c.parser.starts_in_reasoning)
+    c.sequence.grammar_after = tokenizer().token_to_id("</think>").value_or(-1);
   c.parser.tools = c.params.tools.is_null() ? nullptr : &c.params.tools;
   c.parser.parse_tool_calls = !c.params.tools.is_null();
   c.parser.id_seed = random_u64();

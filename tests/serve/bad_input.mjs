@@ -50,7 +50,13 @@ const cases = [
   ['completions: logprobs 9', '/v1/completions', { prompt: 'a', logprobs: 9 }, 400, 'logprobs'],
   ['tokenize: content 5', '/tokenize', { content: 5 }, 400, 'content'],
   ['detokenize: tokens ["a"]', '/detokenize', { tokens: ['a'] }, 400, 'tokens'],
-  ['detokenize: id -1', '/detokenize', { tokens: [-1] }, 400],
+  ['detokenize: id -1', '/detokenize', { tokens: [-1] }, 400, 'tokens'],
+  ['response_format: {type: "xml"}', '/v1/chat/completions', chat({ response_format: { type: 'xml' } }), 400, 'response_format.type'],
+  ['json_schema without a schema', '/v1/chat/completions',
+   chat({ response_format: { type: 'json_schema', json_schema: { name: 's' } } }), 400, 'response_format.json_schema.schema'],
+  ['json_schema with an unsupported keyword', '/v1/chat/completions',
+   chat({ response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'string', pattern: '^a' } } } }),
+   400, 'response_format.json_schema'],
 ];
 
 const out = { cases: [] };

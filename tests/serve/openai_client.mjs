@@ -1,6 +1,7 @@
 // The official OpenAI JS client against deltagen serve, unchanged: models,
 // chat (whole and streamed, same seed -> same text), a tool call round trip,
-// logprobs, stream_options.include_usage, /v1/completions. Checks the shapes
+// logprobs, stream_options.include_usage, /v1/completions, response_format
+// json_schema (valid JSON of the schema at temperature 0 and 1). Checks the shapes
 // here; prints what tests/serve_test.cpp compares with `deltagen generate`:
 //   {models, chat: {text, streamed, ...}, tools: {prompt_tokens, rendered_tokens, ...},
 //    completion: {prompt, text, ...}, sampling}
@@ -157,4 +158,23 @@ for (let i = 0; i < l.tokens.length; ++i) {
 }
 result.completion = { prompt, text: completion.choices[0].text, finish_reason: completion.choices[0].finish_reason,
                       completion_tokens: completion.usage.completion_tokens };
+
+// ---- response_format: the reply is JSON of the schema (constrained decoding) ----
+// Every string is bounded (enum, maxLength): this small model would write a free string forever.
+const schema = { type: 'object', properties: { mood: { enum: ['calm', 'busy'] }, score: { type: 'integer', minimum: 0, maximum: 9 },
+                                               note: { type: 'string', maxLength: 12 } },
+                 required: ['mood', 'score', 'note'], additionalProperties: false };
+for (const temperature of [0, 1]) {
+  const structured = await client.chat.completions.create({
+    model, messages: conversation, max_tokens: 600, temperature, seed: 7, chat_template_kwargs: { enable_thinking: false },
+    response_format: { type: 'json_schema', json_schema: { name: 'status', schema } } });
+  const choice = structured.choices[0];
+  equal(choice.finish_reason, 'stop', `response_format (temperature ${temperature}): finish_reason`);
+  let doc;
+  try { doc = JSON.parse(choice.message.content); } catch (e) { check(false, `response_format: not JSON: ${choice.message.content}`); }
+  check(['calm', 'busy'].includes(doc.mood) && Number.isInteger(doc.score) && doc.score >= 0 && doc.score <= 9 &&
+        typeof doc.note === 'string' && [...doc.note].length <= 12 && Object.keys(doc).length === 3,
+        () => `response_format: not of the schema: ${choice.message.content}`);
+  (result.structured ??= []).push(doc);
+}
 print(result);
