@@ -30,7 +30,7 @@ struct Limits {
   // a block, a macro call inside a macro call. Parsing refuses deeper
   // sources; rendering counts all three together (a macro that calls itself
   // forever stops here), so the C++ stack stays bounded.
-  int max_depth = 256;
+  int max_depth = 128;
   // Loop iterations, macro calls and items walked by filters, all together,
   // per render. (range() itself stops at 100000 items, as Jinja's sandbox does.)
   int64_t max_loop_iterations = 1'000'000;

@@ -55,10 +55,20 @@ class Lexer {
     throw Error(name_ + ":" + std::to_string(t.line) + ":" + std::to_string(t.column) + ": " + problem);
   }
 
-  void locate(size_t at, Token& t) const {
+  // Line and column of byte `at`. Tokens come in order, so the column is
+  // counted on from the previous token's (one long line stays linear).
+  void locate(size_t at, Token& t) {
     const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), at) - 1;
+    const size_t line_start = *it;
+    if (line_start != cursor_line_start_ || at < cursor_) {
+      cursor_line_start_ = line_start;
+      cursor_ = line_start;
+      cursor_column_ = 1;
+    }
+    cursor_column_ += int64_t(pystr::length(std::string_view(src_).substr(cursor_, at - cursor_)));
+    cursor_ = at;
     t.line = int(it - line_starts_.begin()) + 1;
-    t.column = int(pystr::length(std::string_view(src_).substr(*it, at - *it))) + 1;
+    t.column = int(cursor_column_);
   }
 
   void emit(TokenKind kind, size_t at, std::string text) {
@@ -384,6 +394,8 @@ class Lexer {
   std::vector<size_t> line_starts_;
   size_t pos_ = 0;
   bool line_starting_ = true;  // the previous tag ended with a newline (lstrip_blocks needs it)
+  size_t cursor_ = 0, cursor_line_start_ = 0;  // locate()'s last position
+  int64_t cursor_column_ = 1;
   std::vector<Token> out_;
 };
 

@@ -95,8 +95,12 @@ StmtPtr Parser::parse_block() {
     fail(at, "'" + name + "' is not supported: a chat template renders alone, with no other templates to load");
   if (name == "block" || name == "call" || name == "autoescape")
     fail(at, "the '" + name + "' tag is not supported");
-  if (name.starts_with("end") || name == "elif" || name == "else")
-    fail(at, "unexpected '" + name + "': no block it could close is open here");
+  if (name.starts_with("end") || name == "elif" || name == "else") {
+    if (open_blocks_.empty()) fail(at, "unexpected '" + name + "': no block is open here");
+    const auto& [tag, opened] = open_blocks_.back();
+    fail(at, "unexpected '" + name + "': the innermost open block is '" + tag + "' (opened at " +
+                 std::to_string(opened.line) + ":" + std::to_string(opened.column) + ")");
+  }
   fail(at, "unknown tag '" + name + "'");
 }
 

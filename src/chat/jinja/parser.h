@@ -49,14 +49,8 @@ class Parser {
   // `conditional` false: the elements are parsed without `if ... else`, so a
   // following `if` stays for the caller ({% for x in xs if x %}).
   ExprPtr parse_tuple(bool conditional, const std::vector<std::string_view>& end_names = {});
-  ExprPtr parse_or();
-  ExprPtr parse_and();
-  ExprPtr parse_not();
-  ExprPtr parse_compare();
-  ExprPtr parse_math1();
-  ExprPtr parse_concat();
-  ExprPtr parse_math2();
-  ExprPtr parse_pow();
+  ExprPtr parse_binary(int lowest_level);
+  bool peek_binary(Op& op, int& level) const;
   ExprPtr parse_unary(bool with_filters);
   ExprPtr parse_primary();
   ExprPtr parse_postfix(ExprPtr node);

@@ -28,7 +28,7 @@ Value::Value(std::string s, bool safe) : data_(std::make_shared<const StringData
 Value::Value(List items, bool tuple) {
   int deepest = 0;
   for (const Value& item : items) deepest = std::max(deepest, item.nesting());
-  if (deepest + 1 > kMaxNesting) problem("lists nested more than " + std::to_string(kMaxNesting) + " deep");
+  if (deepest + 1 > kMaxNesting) problem("values nested more than " + std::to_string(kMaxNesting) + " deep");
   data_ = std::make_shared<const ListData>(ListData{std::move(items), tuple, deepest + 1});
 }
 
@@ -81,7 +81,7 @@ const Value* Dict::find(const Value& key) const {
 }
 
 void Dict::set(const Value& key, Value value) {
-  if (value.nesting() + 1 > kMaxNesting) problem("dicts nested more than " + std::to_string(kMaxNesting) + " deep");
+  if (value.nesting() + 1 > kMaxNesting) problem("values nested more than " + std::to_string(kMaxNesting) + " deep");
   nesting_ = std::max(nesting_, value.nesting() + 1);
   if (key.is_string()) {
     auto [it, inserted] = string_index_.emplace(key.str(), items.size());
