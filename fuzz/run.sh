@@ -44,6 +44,7 @@ dict_of() {
     snapshot_fuzz) echo fuzz/dict/snapshot.dict ;;
     onnx_summary_fuzz | model_rewrite_fuzz) echo fuzz/dict/onnx.dict ;;
     tokenizer_encode_fuzz) echo fuzz/dict/tokenizer_text.dict ;;
+    jinja_fuzz) echo fuzz/dict/jinja.dict ;;
   esac
 }
 
