@@ -262,7 +262,8 @@ void jinja_seeds(const fs::path& qwen_dir) {
   };
   int n = 0;
   for (const char* s : snippets) write("jinja", "snippet" + std::to_string(n++), s);
-  write("jinja", "snippet_with_context", std::string("{{ x.a|tojson }}{{ x.b|length }}") + '\0' + R"({"x": {"a": [1.0, 1e-05], "b": "é"}})");
+  write("jinja", "snippet_with_context",
+        std::string("{{ x.a|tojson }}{{ x.b|length }}") + '\0' + R"({"x": {"a": [1.0, 1e-05], "b": "é"}})");
 
   std::vector<std::pair<std::string, std::string>> templates;  // name, source
   if (fs::exists("../shared/reference/chat-templates/qwen3.5.jinja"))
@@ -281,7 +282,8 @@ void jinja_seeds(const fs::path& qwen_dir) {
   }
   for (const auto& [name, source] : templates) {
     write("jinja", name + ".jinja", source);
-    for (size_t i = 0; i < contexts.size(); ++i) write("jinja", name + "-" + std::to_string(i), source + '\0' + contexts[i]);
+    for (size_t i = 0; i < contexts.size(); ++i)
+      write("jinja", name + "-" + std::to_string(i), source + '\0' + contexts[i]);
   }
 }
 

@@ -244,8 +244,7 @@ TEST_F(ChatTemplateParity, MatchesPythonJinja) {
     if (mine.ok)
       EXPECT_EQ(mine.text, theirs.text) << key.first << "/" << key.second;
     else
-      EXPECT_NE(theirs.text.find(mine.text.substr(mine.text.rfind(": ") + 2)),
-                std::string::npos)
+      EXPECT_NE(theirs.text.find(mine.text.substr(mine.text.rfind(": ") + 2)), std::string::npos)
           << key.first << "/" << key.second << ": python says " << theirs.text;
   }
 }

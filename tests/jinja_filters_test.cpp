@@ -14,8 +14,8 @@ using test::render;
 
 TEST(JinjaFilters, Strings) {
   expect_renders({
-      {R"j({{ "  a b  "|trim }}|{{ "xxaxx"|trim("x") }}|{{ "abc"|upper }}|{{ "ABC"|lower }}|{{ "hELLO"|capitalize }})j", "",
-       "a b|a|ABC|abc|Hello"},
+      {R"j({{ "  a b  "|trim }}|{{ "xxaxx"|trim("x") }}|{{ "abc"|upper }}|{{ "ABC"|lower }}|{{ "hELLO"|capitalize }})j",
+       "", "a b|a|ABC|abc|Hello"},
       {R"j({{ "hello wORLD-foo bar_baz"|title }}|{{ "a-b(c d"|title }})j", "", "Hello World-Foo Bar_baz|A-B(C D"},
       {R"j({{ "aaa"|replace("a", "b") }}|{{ "aaa"|replace("a", "b", 2) }}|{{ "abc"|replace("", "-") }})j", "",
        "bbb|bba|-a-b-c-"},
@@ -34,8 +34,8 @@ TEST(JinjaFilters, Numbers) {
   expect_renders({
       {R"j({{ "42"|int }}|{{ "4.7"|int }}|{{ "x"|int }}|{{ "x"|int(7) }}|{{ 3.9|int }}|{{ " 12 "|int }}|{{ "0x1A"|int(0, 16) }}|{{ "1_000"|int }})j",
        "", "42|4|0|7|3|12|26|1000"},
-      {R"j({{ "3.5"|float }}|{{ "x"|float }}|{{ 3|float }}|{{ "1e3"|float }}|{{ -3|abs }}|{{ -3.5|abs }}|{{ true|int }})j", "",
-       "3.5|0.0|3.0|1000.0|3|3.5|1"},
+      {R"j({{ "3.5"|float }}|{{ "x"|float }}|{{ 3|float }}|{{ "1e3"|float }}|{{ -3|abs }}|{{ -3.5|abs }}|{{ true|int }})j",
+       "", "3.5|0.0|3.0|1000.0|3|3.5|1"},
       {R"j({{ 2.5|round }}|{{ 3.5|round }}|{{ 2.675|round(2) }}|{{ 7|round }}|{{ 1234.5|round(-2) }}|{{ 3.1|round(0, "ceil") }}|{{ 3.9|round(method="floor") }})j",
        "", "2.0|4.0|2.67|7|1200.0|4.0|3.0"},
   });
@@ -50,15 +50,16 @@ TEST(JinjaFilters, Sequences) {
        "", "3|3|1|['a', 'b']|['a']|[2, 1, 3]"},
       {R"j({{ [3,1,2]|sort }}|{{ [3,1,2]|sort(reverse=true) }}|{{ ["b","A","a","B"]|sort }}|{{ ["b","A","a","B"]|sort(case_sensitive=true) }})j",
        "", "[1, 2, 3]|[3, 2, 1]|['A', 'a', 'b', 'B']|['A', 'B', 'a', 'b']"},
-      {R"j({{ [1,2,3]|join(",") }}|{{ ["a","b"]|join }}|{{ x|join(", ", attribute="n") }})j", items, "1,2,3|ab|2, 1, 3"},
+      {R"j({{ [1,2,3]|join(",") }}|{{ ["a","b"]|join }}|{{ x|join(", ", attribute="n") }})j", items,
+       "1,2,3|ab|2, 1, 3"},
       {R"j({{ x|sort(attribute="n")|map(attribute="n")|list }}|{{ x|map(attribute="m", default=0)|list }}|{{ x|map(attribute="n")|sum }})j",
        items, "[1, 2, 3]|[0, 0, 0]|6"},
       {R"j({{ x|selectattr("n", "gt", 1)|list }}|{{ x|rejectattr("n", "eq", 1)|map(attribute="n")|list }}|{{ x|selectattr("n")|list|length }})j",
        items, "[{'n': 2}, {'n': 3}]|[2, 3]|3"},
-      {R"j({{ [1,2,3,4]|select("odd")|list }}|{{ [1,2,3,4]|reject("even")|list }}|{{ [0,1,"",none,"a"]|select|list }})j", "",
-       "[1, 3]|[1, 3]|[1, 'a']"},
-      {R"j({{ ["a","B"]|map("upper")|list }}|{{ [1,2]|map("string")|join("-") }}|{{ [1,1,2,"a","A"]|unique|list }})j", "",
-       "['A', 'B']|1-2|[1, 2, 'a']"},
+      {R"j({{ [1,2,3,4]|select("odd")|list }}|{{ [1,2,3,4]|reject("even")|list }}|{{ [0,1,"",none,"a"]|select|list }})j",
+       "", "[1, 3]|[1, 3]|[1, 'a']"},
+      {R"j({{ ["a","B"]|map("upper")|list }}|{{ [1,2]|map("string")|join("-") }}|{{ [1,1,2,"a","A"]|unique|list }})j",
+       "", "['A', 'B']|1-2|[1, 2, 'a']"},
       {R"j({{ [3,1,2]|min }}|{{ [3,1,2]|max }}|{{ ["b","A"]|max }}|{{ x|max(attribute="n") }}|[{{ []|max }}])j", items,
        "1|3|b|{'n': 3}|[]"},
       {R"j({{ {"b":1,"a":2}|dictsort }}|{{ {"b":1,"a":2}|dictsort(by="value") }}|{{ {"b":1,"a":2}|dictsort(reverse=true) }})j",
@@ -74,18 +75,18 @@ TEST(JinjaFilters, DefaultAndString) {
   expect_renders({
       {R"j({{ x|default("d") }}|{{ none|default("d") }}|{{ ""|default("d", true) }}|{{ 0|d("z", boolean=true) }}|{{ "v"|default("d") }})j",
        "", "d|None|d|z|v"},
-      {R"j({{ 1|string }}|{{ none|string }}|{{ [1,"a"]|string }}|{{ 1.0|string }}|{{ true|string|upper }}|[{{ u|string }}])j", "",
-       "1|None|[1, 'a']|1.0|TRUE|[]"},
+      {R"j({{ 1|string }}|{{ none|string }}|{{ [1,"a"]|string }}|{{ 1.0|string }}|{{ true|string|upper }}|[{{ u|string }}])j",
+       "", "1|None|[1, 'a']|1.0|TRUE|[]"},
   });
 }
 
 TEST(JinjaFilters, EscapingAndMarkup) {
   expect_renders({
-      {R"j({{ "<a href='x'>&</a>"|e }}|{{ "<b>"|escape|escape }}|{{ "<b>"|safe|e }}|{{ "<b>"|forceescape }}|{{ 5|e }})j", "",
-       "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;|&lt;b&gt;|<b>|&lt;b&gt;|5"},
+      {R"j({{ "<a href='x'>&</a>"|e }}|{{ "<b>"|escape|escape }}|{{ "<b>"|safe|e }}|{{ "<b>"|forceescape }}|{{ 5|e }})j",
+       "", "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;|&lt;b&gt;|<b>|&lt;b&gt;|5"},
       // Markup + str escapes the str (markupsafe); ~ joins plain text
-      {R"j({{ ("<b>"|safe) + "<i>" }}|{{ "<i>" + ("<b>"|safe) }}|{{ ("<b>"|safe) ~ "<i>" }}|{{ "x"|safe is escaped }})j", "",
-       "<b>&lt;i&gt;|&lt;i&gt;<b>|<b><i>|True"},
+      {R"j({{ ("<b>"|safe) + "<i>" }}|{{ "<i>" + ("<b>"|safe) }}|{{ ("<b>"|safe) ~ "<i>" }}|{{ "x"|safe is escaped }})j",
+       "", "<b>&lt;i&gt;|&lt;i&gt;<b>|<b><i>|True"},
   });
 }
 
@@ -116,10 +117,10 @@ TEST(JinjaTests, TypesAndValues) {
        "", "TrueTrueFalseTrueTrueTrueTrue"},
       {R"j({{ {} is mapping }}{{ [] is sequence }}{{ "a" is sequence }}{{ {} is sequence }}{{ 1 is iterable }}{{ "s" is iterable }})j",
        "", "TrueTrueTrueTrueFalseTrue"},
-      {R"j({{ true is boolean }}{{ true is true }}{{ 1 is true }}{{ false is false }}{{ 0 is false }}{{ x is not defined }})j", "",
-       "TrueTrueFalseTrueFalseTrue"},
-      {R"j({{ 3 is odd }}{{ 3 is even }}{{ 9 is divisibleby 3 }}{{ 9 is divisibleby(4) }}{{ 1 is eq 1 }}{{ 1 is ne 1 }})j", "",
-       "TrueFalseTrueFalseTrueFalse"},
+      {R"j({{ true is boolean }}{{ true is true }}{{ 1 is true }}{{ false is false }}{{ 0 is false }}{{ x is not defined }})j",
+       "", "TrueTrueFalseTrueFalseTrue"},
+      {R"j({{ 3 is odd }}{{ 3 is even }}{{ 9 is divisibleby 3 }}{{ 9 is divisibleby(4) }}{{ 1 is eq 1 }}{{ 1 is ne 1 }})j",
+       "", "TrueFalseTrueFalseTrueFalse"},
       {R"j({{ "a" is in "abc" }}{{ "abc" is lower }}{{ "ABC" is upper }}{{ "aB" is lower }}{{ range is callable }}{{ 1 is callable }})j",
        "", "TrueTrueTrueFalseTrueFalse"},
       {R"j({{ 1 is lt 2 }}{{ 2 is ge 2 }}{{ 1 is sameas 1 }}{{ none is sameas none }}{{ "upper" is filter }}{{ "odd" is test }})j",
@@ -129,8 +130,8 @@ TEST(JinjaTests, TypesAndValues) {
 
 TEST(JinjaMethods, Strings) {
   expect_renders({
-      {R"j({{ "Hello".startswith("He") }}{{ "Hello".endswith(("x","lo")) }}{{ "a,b,,c".split(",") }}{{ " a  b ".split() }})j", "",
-       "TrueTrue['a', 'b', '', 'c']['a', 'b']"},
+      {R"j({{ "Hello".startswith("He") }}{{ "Hello".endswith(("x","lo")) }}{{ "a,b,,c".split(",") }}{{ " a  b ".split() }})j",
+       "", "TrueTrue['a', 'b', '', 'c']['a', 'b']"},
       {R"j({{ "a b c".split(" ", 1) }}{{ "a,b,c".rsplit(",", 1) }}{{ "xxhixx".strip("x") }}[{{ "  hi ".lstrip() }}][{{ "  hi ".rstrip() }}])j",
        "", "['a', 'b c']['a,b', 'c']hi[hi ][  hi]"},
       {R"j({{ "hello".find("l") }}{{ "hello".rfind("l") }}{{ "hello".find("z") }}{{ "hello".count("l") }}{{ "-".join(["a","b"]) }})j",
@@ -139,10 +140,10 @@ TEST(JinjaMethods, Strings) {
        "", "heLLoHELLOhello worldHello WorldhI"},
       {R"j({{ "a\nb\r\nc".splitlines() }}{{ "abc".zfill(5) }}{{ "a=b=c".partition("=") }}{{ "42".isdigit() }}{{ "ab".isalpha() }})j",
        "", "['a', 'b', 'c']00abc('a', '=', 'b=c')TrueTrue"},
-      {R"j({{ "ab".ljust(4, "*") }}|{{ "ab".rjust(4) }}|{{ "prefix_x".removeprefix("prefix_") }}|{{ "中文abc".find("a") }})j", "",
-       "ab**|  ab|x|2"},
-      {R"j({{ "{} and {}".format("a", "b") }}|{{ "{0}{1}{0}".format("x", "y") }}|{{ "{name}!".format(name="N") }})j", "",
-       "a and b|xyx|N!"},
+      {R"j({{ "ab".ljust(4, "*") }}|{{ "ab".rjust(4) }}|{{ "prefix_x".removeprefix("prefix_") }}|{{ "中文abc".find("a") }})j",
+       "", "ab**|  ab|x|2"},
+      {R"j({{ "{} and {}".format("a", "b") }}|{{ "{0}{1}{0}".format("x", "y") }}|{{ "{name}!".format(name="N") }})j",
+       "", "a and b|xyx|N!"},
       {R"j({{ "{:>5}|{:<5}|{:^5}|{:05d}|{:.2f}|{:,}|{:x}|{!r}".format("a", "b", "c", 42, 3.14159, 1234567, 255, "q") }})j",
        "", "    a|b    |  c  |00042|3.14|1,234,567|ff|'q'"},
   });
@@ -156,8 +157,8 @@ TEST(JinjaMethods, DictsAndLists) {
   });
   // The sandbox transformers renders in is immutable.
   expect_render_error("{{ [1,2].append(3) }}", "access to attribute 'append' of 'list' object is unsafe.", 1, 9);
-  expect_render_error("{% set d = {} %}{{ d.update({'a': 1}) }}", "access to attribute 'update' of 'dict' object is unsafe.",
-                      1, 21);
+  expect_render_error("{% set d = {} %}{{ d.update({'a': 1}) }}",
+                      "access to attribute 'update' of 'dict' object is unsafe.", 1, 21);
 }
 
 TEST(JinjaOperators, PercentFormatting) {
@@ -175,8 +176,8 @@ TEST(JinjaUnicode, CaseMapping) {
   expect_renders({
       {R"j({{ "ÀÉÎõü"|upper }}|{{ "ΑΒΓ ΟΔΟΣ"|lower }}|{{ "straße"|upper }}|{{ "ПРИВЕТ мир"|lower }}|{{ "привет мир"|title }})j",
        "", "ÀÉÎÕÜ|αβγ οδος|STRASSE|привет мир|Привет Мир"},
-      {R"j({{ "ǅ"|lower }}|{{ "Việt Nam"|upper }}|{{ "ǆemal".capitalize() }}|{{ "ÉCOLE"|capitalize }}|{{ "中文"|upper }})j", "",
-       "ǆ|VIỆT NAM|ǅemal|École|中文"},
+      {R"j({{ "ǅ"|lower }}|{{ "Việt Nam"|upper }}|{{ "ǆemal".capitalize() }}|{{ "ÉCOLE"|capitalize }}|{{ "中文"|upper }})j",
+       "", "ǆ|VIỆT NAM|ǅemal|École|中文"},
   });
 }
 

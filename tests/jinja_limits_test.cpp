@@ -22,7 +22,8 @@ std::string repeat(const std::string& s, int n) {
 }
 
 TEST(JinjaErrors, SyntaxErrorsSayWhere) {
-  expect_render_error("ok\n{% if x %}a", "unclosed 'if' block: the template ends before 'elif' or 'else' or 'endif'", 2, 1);
+  expect_render_error("ok\n{% if x %}a", "unclosed 'if' block: the template ends before 'elif' or 'else' or 'endif'", 2,
+                      1);
   expect_render_error("{% for x in y %}\n  {% if x %}\n{% endfor %}",
                       "unexpected 'endfor': the innermost open block is 'if' (opened at 2:3)", 3, 1);
   expect_render_error("{% endif %}", "unexpected 'endif': no block is open here", 1, 1);
@@ -99,26 +100,29 @@ TEST_F(JinjaLimits, RecursionThatBranchesRunsOutOfSteps) {
 
 TEST_F(JinjaLimits, HugeLoops) {
   expect_render_error("{% for i in range(10**9) %}{% endfor %}", "range too big", 1, 13);
-  expect_render_error("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}"
-                      "{% endfor %}{% endfor %}",
-                      "too many loop iterations: more than 1000000", 1, 53);
+  expect_render_error(
+      "{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}"
+      "{% endfor %}{% endfor %}",
+      "too many loop iterations: more than 1000000", 1, 53);
   jinja::Limits small;
   small.max_loop_iterations = 10;
-  expect_render_error("{% for i in range(11) %}{% endfor %}", "too many loop iterations: more than 10", 1, 1, "", small);
+  expect_render_error("{% for i in range(11) %}{% endfor %}", "too many loop iterations: more than 10", 1, 1, "",
+                      small);
   EXPECT_EQ(render("{% for i in range(10) %}{% endfor %}ok", "", small), "ok");
 }
 
 TEST_F(JinjaLimits, DeeplyNestedSource) {
   const int n = 100000;  // far past any stack: must be refused, not recursed into
-  expect_render_error("{{ " + repeat("(", n) + "1" + repeat(")", n) + " }}", "expression nested more than 128 deep", 1, 132);
+  expect_render_error("{{ " + repeat("(", n) + "1" + repeat(")", n) + " }}", "expression nested more than 128 deep", 1,
+                      132);
   expect_render_error("{{ " + repeat("[", n) + repeat("]", n) + " }}", "expression nested more than 128 deep", 1, 132);
   expect_render_error("{{ " + repeat("not ", n) + "x }}", "expression nested more than 128 deep", 1, 512);
   expect_render_error("{{ " + repeat("- ", n) + "1 }}", "expression nested more than 128 deep", 1, 258);
   expect_render_error("{{ x" + repeat("|trim", n) + " }}", "expression nested more than 128 deep", 1, 641);
   expect_render_error("{{ 1" + repeat(" + 1", n) + " }}", "expression nested more than 128 deep", 1, 514);
   expect_render_error("{{ x" + repeat(".a", n) + " }}", "expression nested more than 128 deep", 1, 259);
-  expect_render_error(repeat("{% if true %}", 1000) + repeat("{% endif %}", 1000), "blocks nested more than 128 deep", 1,
-                      1665);
+  expect_render_error(repeat("{% if true %}", 1000) + repeat("{% endif %}", 1000), "blocks nested more than 128 deep",
+                      1, 1665);
   // Deep but within the limit renders.
   EXPECT_EQ(render("{{ " + repeat("(", 100) + "1" + repeat(")", 100) + " }}"), "1");
   jinja::Limits shallow;
@@ -129,7 +133,8 @@ TEST_F(JinjaLimits, DeeplyNestedSource) {
 TEST_F(JinjaLimits, OutputAndStrings) {
   jinja::Limits small;
   small.max_output_bytes = 1000;
-  expect_render_error("{% for i in range(600) %}xx{% endfor %}", "output too large: more than 1000 bytes", 1, 26, "", small);
+  expect_render_error("{% for i in range(600) %}xx{% endfor %}", "output too large: more than 1000 bytes", 1, 26, "",
+                      small);
   expect_render_error("{{ 'x' * 10**12 }}", "string too long", 1, 8);
   expect_render_error("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
                       "string too long", 1, 75);
@@ -163,8 +168,11 @@ TEST_F(JinjaLimits, NestedValues) {
   // Context nesting.
   nlohmann::ordered_json deep = 1;
   for (int i = 0; i < 2000; ++i) deep = nlohmann::ordered_json::array({deep});
-  test::expect_error([&] { jinja::Template::parse("{{ x }}", "t.jinja").render({{"x", deep}}); },
-                     "t.jinja: context 'x': context nested more than 128 deep");
+  test::expect_error(
+      [&] {
+        jinja::Template::parse("{{ x }}", "t.jinja").render({{"x", deep}});
+      },
+      "t.jinja: context 'x': context nested more than 128 deep");
 }
 
 }  // namespace

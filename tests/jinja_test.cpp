@@ -3,13 +3,14 @@
 // and the limits that keep an untrusted template bounded. Filters, tests,
 // methods and tojson are in jinja_filters_test.cpp; the real chat templates
 // in chat_template_parity_test.cpp.
+#include "chat/jinja/jinja.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
 
-#include "chat/jinja/jinja.h"
 #include "jinja_test_util.h"
 
 namespace deltagen {
@@ -25,10 +26,11 @@ TEST(Jinja, TextAndComments) {
   expect_renders({
       {R"j(plain text)j", "", R"j(plain text)j"},
       {R"j({# comment #}a{# two
-lines #}b)j", "", R"j(ab)j"},
+lines #}b)j",
+       "", R"j(ab)j"},
       {"a\n  {# indented comment #}\nb", "", "a\nb"},
       {"x {#- strip -#}  y", "", "xy"},
-      {"text\n", "", "text"},        // keep_trailing_newline is off: one final newline goes
+      {"text\n", "", "text"},  // keep_trailing_newline is off: one final newline goes
       {"text\n\n", "", "text\n"},
       {"a\r\nb\rc\r\n", "", "a\nb\nc"},  // newlines become \n
   });
@@ -39,9 +41,9 @@ TEST(Jinja, TrimBlocksAndLstripBlocks) {
       {"a\n  {% if true %}\n    b\n  {% endif %}\nc\n", "", "a\n    b\nc"},
       {"{% for i in [1,2] %}\n  {{ i }}\n{% endfor %}\n", "", "  1\n  2\n"},
       {"  {{ 1 }}  {% if true %}  x  {% endif %}  \n", "", "  1    x    "},  // lstrip only at line starts
-      {"{% if true %}a{% endif %}\n\n", "", "a"},  // the final newline goes, trim_blocks takes the other
-      {"  {%+ if true %}k{% endif %}", "", "  k"},             // + keeps the spaces before
-      {"{% if true +%}\nj{% endif %}", "", "\nj"},             // + keeps the newline after
+      {"{% if true %}a{% endif %}\n\n", "", "a"},   // the final newline goes, trim_blocks takes the other
+      {"  {%+ if true %}k{% endif %}", "", "  k"},  // + keeps the spaces before
+      {"{% if true +%}\nj{% endif %}", "", "\nj"},  // + keeps the newline after
       {"  {# c #}\nx", "", "x"},
       {"\t {% set x = 1 %}\ny{{ x }}", "", "y1"},
   });
@@ -73,8 +75,7 @@ TEST(Jinja, Literals) {
       {R"j({{ 1 }}|{{ -1 }}|{{ 1_000 }}|{{ 0x1f }}|{{ 0o17 }}|{{ 0b101 }})j", "", "1|-1|1000|31|15|5"},
       {R"j({{ 1.5 }}|{{ 1e3 }}|{{ 2.5e-3 }}|{{ 1e16 }}|{{ 1e15 }}|{{ 0.0001 }}|{{ 0.00001 }}|{{ 0.1 + 0.2 }})j", "",
        "1.5|1000.0|0.0025|1e+16|1000000000000000.0|0.0001|1e-05|0.30000000000000004"},
-      {R"j({{ "a\tb\nc\\d\"e\x41\u00e9\U0001F600\101" }}|{{ 'it\'s' }}|{{ "\q" }})j", "",
-       "a\tb\nc\\d\"eAé😀A|it's|\\q"},
+      {R"j({{ "a\tb\nc\\d\"e\x41\u00e9\U0001F600\101" }}|{{ 'it\'s' }}|{{ "\q" }})j", "", "a\tb\nc\\d\"eAé😀A|it's|\\q"},
       {R"j({{ "a" 'b' "c" }})j", "", "abc"},
       {R"j({{ "\é" }})j", "", "\\xe9"},  // as Jinja: a backslash before non-ASCII text stays, spelled \xNN
       {R"j({{ none }}{{ None }}{{ true }}{{ True }}{{ false }}{{ False }})j", "", "NoneNoneTrueTrueFalseFalse"},
@@ -82,7 +83,8 @@ TEST(Jinja, Literals) {
       {R"j({{ (1,) }}|{{ () }}|{{ (1, 2) }}|{{ 1, 2 }}|{{ {} }}|{{ [] }})j", "", "(1,)|()|(1, 2)|(1, 2)|{}|[]"},
       {R"j({{ ["it's", 'say "hi"', "both ' \"", "tab\t", "\x00\x7f\u200b\u3000é中😀"] }})j", "",
        R"j(["it's", 'say "hi"', 'both \' "', 'tab\t', '\x00\x7f\u200b\u3000é中😀'])j"},
-      {R"j({{ x }}|{{ y }}|{{ z }}|{{ w }})j", R"j({"x": null, "y": true, "z": false, "w": 3.0})j", "None|True|False|3.0"},
+      {R"j({{ x }}|{{ y }}|{{ z }}|{{ w }})j", R"j({"x": null, "y": true, "z": false, "w": 3.0})j",
+       "None|True|False|3.0"},
       {R"j({{ x }})j", R"j({"x": {"b": [1, {"c": null}], "a": "d"}})j", "{'b': [1, {'c': None}], 'a': 'd'}"},
   });
 }
@@ -116,7 +118,8 @@ TEST(Jinja, ComparisonsAndLogic) {
        "", "False|True|2|0|x|{}|None"},
       {R"j({{ "a" if true else "b" }}|{{ "a" if false else "b" }}|{{ "a" if false }}|{{ 1 if 0 else 2 if 0 else 3 }})j",
        "", "a|b||3"},
-      {R"j({{ not x is defined }}|{{ -1|abs }}|{{ 1 + 2 is number }})j", "", "True|1|2"},  // is and | bind tightest: 1 + (2 is number)
+      {R"j({{ not x is defined }}|{{ -1|abs }}|{{ 1 + 2 is number }})j", "",
+       "True|1|2"},  // is and | bind tightest: 1 + (2 is number)
   });
 }
 
@@ -139,8 +142,8 @@ TEST(Jinja, AttributesAndItems) {
       {R"j({{ d.a }}|{{ d["a"] }}|{{ d.b }}|{{ d.get("a") }}|{{ d["items"] }}|{{ d.items() | list }})j",
        R"j({"d": {"a": 1, "items": "X"}})j", "1|1||1|X|[('a', 1), ('items', 'X')]"},
       {R"j({{ x.1.a }}|{{ x[1]["a"] }}|{{ x[1].a }})j", R"j({"x": ["z", {"a": "b"}]})j", "b|b|b"},
-      {R"j({{ none.a }}|{{ none.a is defined }}|{{ [1][5] is defined }}|{{ d._private }})j", R"j({"d": {"_private": 7}})j",
-       "|False|False|7"},
+      {R"j({{ none.a }}|{{ none.a is defined }}|{{ [1][5] is defined }}|{{ d._private }})j",
+       R"j({"d": {"_private": 7}})j", "|False|False|7"},
   });
 }
 
@@ -149,10 +152,10 @@ TEST(Jinja, AttributesAndItems) {
 TEST(Jinja, UndefinedIsEmptyAndFalsy) {
   expect_renders({
       {R"j([{{ u }}]{% if u %}yes{% else %}no{% endif %}{% for i in u %}x{% endfor %})j", "", "[]no"},
-      {R"j({{ u is defined }}|{{ u is undefined }}|{{ u|default("d") }}|{{ u|length }}|{{ u ~ "s" }}|{{ u == u }})j", "",
-       "False|True|d|0|s|True"},
-      {R"j({{ u is iterable }}|{{ u is sequence }}|{{ u is mapping }}|{{ u is string }}|{{ u|list }}|{{ u|trim }}|)j", "",
-       "True|True|False|False|[]||"},
+      {R"j({{ u is defined }}|{{ u is undefined }}|{{ u|default("d") }}|{{ u|length }}|{{ u ~ "s" }}|{{ u == u }})j",
+       "", "False|True|d|0|s|True"},
+      {R"j({{ u is iterable }}|{{ u is sequence }}|{{ u is mapping }}|{{ u is string }}|{{ u|list }}|{{ u|trim }}|)j",
+       "", "True|True|False|False|[]||"},
       {R"j({{ d.missing is defined }}|{{ d.missing|default(1) }})j", R"j({"d": {}})j", "False|1"},
   });
 }
@@ -187,8 +190,8 @@ TEST(Jinja, ForLoops) {
       {R"j({% for i in x if i > 1 %}{{ i }}{% else %}none{% endfor %})j", R"j({"x": [0]})j", "none"},
       {R"j({% for k, v in x|items %}{{ k }}={{ v }};{% endfor %}{% for k in x %}{{ k }}{% endfor %})j",
        R"j({"x": {"b": 1, "a": 2}})j", "b=1;a=2;ba"},
-      {R"j({% for a, b in [[1, 2], (3, 4), "xy"] %}{{ a }}{{ b }} {% endfor %}{% for c in "hé" %}[{{ c }}]{% endfor %})j", "",
-       "12 34 xy [h][é]"},
+      {R"j({% for a, b in [[1, 2], (3, 4), "xy"] %}{{ a }}{{ b }} {% endfor %}{% for c in "hé" %}[{{ c }}]{% endfor %})j",
+       "", "12 34 xy [h][é]"},
       {R"j({% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %})j",
        "", "0134"},
       {R"j({% for i in range(2) %}{% for j in range(2) %}{{ i }}{{ j }}{{ loop.index }} {% endfor %}{{ loop.index }}|{% endfor %})j",
@@ -204,7 +207,8 @@ TEST(Jinja, Scoping) {
        "01,01,01,0"},
       {R"j({% if true %}{% set a = 5 %}{% endif %}{{ a }})j", "", "5"},
       {R"j({% for i in [1] %}{% set a = 5 %}{% endfor %}[{{ a }}|{{ i }}])j", "", "[|]"},
-      {R"j({% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }})j", "", "6"},
+      {R"j({% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }})j", "",
+       "6"},
       {R"j({% set x = 5 %}{% with %}{% set x = 1 %}{% endwith %}{{ x }})j", "", "5"},
       {R"j({% set messages = "mine" %}{{ messages }})j", R"j({"messages": "context"})j", "mine"},
   });
@@ -219,7 +223,8 @@ TEST(Jinja, SetForms) {
       {R"j({% set ns = namespace(a=1, b="x") %}{% set ns.c = [1] %}{{ ns.a }}{{ ns.b }}{{ ns.c }}{{ ns }})j", "",
        "1x[1]<Namespace {'a': 1, 'b': 'x', 'c': [1]}>"},
   });
-  expect_render_error("{% set d = {} %}{% set d.a = 1 %}", "cannot assign attribute on non-namespace object 'd'", 1, 17);
+  expect_render_error("{% set d = {} %}{% set d.a = 1 %}", "cannot assign attribute on non-namespace object 'd'", 1,
+                      17);
   expect_render_error("{% set a, b = [1] %}", "not enough values to unpack (expected 2, got 1)", 1, 1);
   expect_render_error("{% set a, b = [1, 2, 3] %}", "too many values to unpack (expected 2)", 1, 1);
 }
@@ -245,7 +250,8 @@ TEST(Jinja, Macros) {
       {R"j({% for i in [1, 2] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %})j", "", "12"},
       {R"j({% macro m(x) %} {{ x }} {% endmacro %}{% set v = m(1) | trim %}[{{ v }}])j", "", "[1]"},
   });
-  expect_render_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", "macro 'm' takes not more than 1 argument(s)", 1, 34);
+  expect_render_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", "macro 'm' takes not more than 1 argument(s)", 1,
+                      34);
   expect_render_error("{% macro m(a) %}{% endmacro %}{{ m(b=2) }}", "macro 'm' takes no keyword argument 'b'", 1, 34);
 }
 
@@ -253,7 +259,8 @@ TEST(Jinja, GlobalFunctions) {
   expect_renders({
       {R"j({{ range(5)|list }}|{{ range(2, 5)|list }}|{{ range(5, 0, -2)|list }}|{{ range(0)|list }})j", "",
        "[0, 1, 2, 3, 4]|[2, 3, 4]|[5, 3, 1]|[]"},
-      {R"j({{ dict(a=1, b=2) }}|{{ dict({"z": 1}, y=2) }}|{{ namespace({"q": 1}).q }})j", "", "{'a': 1, 'b': 2}|{'z': 1, 'y': 2}|1"},
+      {R"j({{ dict(a=1, b=2) }}|{{ dict({"z": 1}, y=2) }}|{{ namespace({"q": 1}).q }})j", "",
+       "{'a': 1, 'b': 2}|{'z': 1, 'y': 2}|1"},
       {R"j({% set range = "shadowed" %}{{ range }})j", "", "shadowed"},
   });
   const std::string year = render("{{ strftime_now('%Y') }}");
@@ -276,16 +283,18 @@ TEST(Jinja, ContextKeepsKeyOrderAndTypes) {
   EXPECT_EQ(jinja::Template::parse("{{ 1 }}", "t").render(nullptr), "1");  // no context at all
   test::expect_error([] { jinja::Template::parse("x", "t.jinja").render(nlohmann::ordered_json::array()); },
                      "t.jinja: the context must be a JSON object");
-  test::expect_error([] { jinja::Template::parse("x", "t.jinja").render({{"s", std::string("\xff")}}); },
-                     "t.jinja: context 's': context string is not valid UTF-8");
+  test::expect_error(
+      [] {
+        jinja::Template::parse("x", "t.jinja").render({{"s", std::string("\xff")}});
+      },
+      "t.jinja: context 's': context string is not valid UTF-8");
 }
 
 TEST(Jinja, RendersFromManyThreadsAtOnce) {
   const auto t = jinja::Template::parse("{% for i in range(50) %}{{ i ~ x }}{% endfor %}", "t.jinja");
   std::vector<std::thread> threads;
   std::vector<std::string> out(4);
-  for (int k = 0; k < 4; ++k)
-    threads.emplace_back([&, k] { out[size_t(k)] = t.render({{"x", std::to_string(k)}}); });
+  for (int k = 0; k < 4; ++k) threads.emplace_back([&, k] { out[size_t(k)] = t.render({{"x", std::to_string(k)}}); });
   for (auto& th : threads) th.join();
   for (int k = 0; k < 4; ++k) EXPECT_EQ(out[size_t(k)].size(), 90u + 50u) << k;
 }

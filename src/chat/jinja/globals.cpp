@@ -49,7 +49,8 @@ Value range(Interpreter& in, const Args& args) {
 std::shared_ptr<Dict> dict_from(Interpreter& in, const Args& args, const char* function) {
   auto d = std::make_shared<Dict>();
   if (args.positional.size() > 1)
-    problem(std::string(function) + " expected at most 1 positional argument, got " + std::to_string(args.positional.size()));
+    problem(std::string(function) + " expected at most 1 positional argument, got " +
+            std::to_string(args.positional.size()));
   if (!args.positional.empty()) {
     const Value& source = args.positional[0];
     if (source.is_dict()) {
@@ -61,7 +62,7 @@ std::shared_ptr<Dict> dict_from(Interpreter& in, const Args& args, const char* f
         in.step();
         const List kv = iterate(pair);
         if (kv.size() != 2) problem(std::string(function) + ": each item must be a key and a value");
-        if (kv[0].is_list() || kv[0].is_dict()) problem("unhashable type: '" + type_name(kv[0]) + "'");
+        require_hashable(kv[0]);
         d->set(kv[0], kv[1]);
       }
     }
@@ -94,7 +95,8 @@ Value strftime_now(Interpreter& in, const Args& args) {
 }  // namespace
 
 bool is_global_name(std::string_view name) {
-  return name == "range" || name == "namespace" || name == "dict" || name == "raise_exception" || name == "strftime_now";
+  return name == "range" || name == "namespace" || name == "dict" || name == "raise_exception" ||
+         name == "strftime_now";
 }
 
 Value call_global(Interpreter& in, std::string_view name, Args& args) {

@@ -129,7 +129,9 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
   DepthGuard guard(*this, s.at);
   try {
     switch (s.kind) {
-      case StmtKind::Text: write(static_cast<const TextStmt&>(s).text); break;
+      case StmtKind::Text:
+        write(static_cast<const TextStmt&>(s).text);
+        break;
       case StmtKind::Print: {
         const Value v = eval(*static_cast<const PrintStmt&>(s).value);
         if (v.is_string())
@@ -138,16 +140,31 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
           write(str(v));
         break;
       }
-      case StmtKind::If: return exec_if(static_cast<const IfStmt&>(s));
-      case StmtKind::For: return exec_for(static_cast<const ForStmt&>(s));
-      case StmtKind::Set: exec_set(static_cast<const SetStmt&>(s)); break;
-      case StmtKind::SetBlock: exec_set_block(static_cast<const SetBlockStmt&>(s)); break;
-      case StmtKind::Macro: define_macro(static_cast<const MacroStmt&>(s)); break;
-      case StmtKind::Break: return Flow::Break;
-      case StmtKind::Continue: return Flow::Continue;
-      case StmtKind::FilterBlock: exec_filter_block(static_cast<const FilterBlockStmt&>(s)); break;
-      case StmtKind::With: exec_with(static_cast<const WithStmt&>(s)); break;
-      case StmtKind::Scope: return exec_body(static_cast<const ScopeStmt&>(s).body);
+      case StmtKind::If:
+        return exec_if(static_cast<const IfStmt&>(s));
+      case StmtKind::For:
+        return exec_for(static_cast<const ForStmt&>(s));
+      case StmtKind::Set:
+        exec_set(static_cast<const SetStmt&>(s));
+        break;
+      case StmtKind::SetBlock:
+        exec_set_block(static_cast<const SetBlockStmt&>(s));
+        break;
+      case StmtKind::Macro:
+        define_macro(static_cast<const MacroStmt&>(s));
+        break;
+      case StmtKind::Break:
+        return Flow::Break;
+      case StmtKind::Continue:
+        return Flow::Continue;
+      case StmtKind::FilterBlock:
+        exec_filter_block(static_cast<const FilterBlockStmt&>(s));
+        break;
+      case StmtKind::With:
+        exec_with(static_cast<const WithStmt&>(s));
+        break;
+      case StmtKind::Scope:
+        return exec_body(static_cast<const ScopeStmt&>(s).body);
     }
   } catch (const Problem& p) {
     fail_at(s.at, p.message);

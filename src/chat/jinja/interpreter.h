@@ -37,10 +37,10 @@ struct Scope {
 struct Callable {
   enum class Kind { Macro, Global, Method, LoopCycle };
   Kind kind;
-  std::string name;                 // macro, global or method name
-  Value self;                       // Method: the object; LoopCycle: the loop
+  std::string name;  // macro, global or method name
+  Value self;        // Method: the object; LoopCycle: the loop
   const MacroStmt* macro = nullptr;
-  std::weak_ptr<Scope> closure;     // Macro: where it was defined (the root scope once that is gone)
+  std::weak_ptr<Scope> closure;  // Macro: where it was defined (the root scope once that is gone)
 };
 
 class Interpreter {

@@ -13,12 +13,23 @@ std::string html_escape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -28,14 +39,22 @@ namespace {
 
 const char* symbol(Op op) {
   switch (op) {
-    case Op::Add: return "+";
-    case Op::Sub: return "-";
-    case Op::Mul: return "*";
-    case Op::Div: return "/";
-    case Op::FloorDiv: return "//";
-    case Op::Mod: return "%";
-    case Op::Pow: return "** or pow()";
-    default: return "?";
+    case Op::Add:
+      return "+";
+    case Op::Sub:
+      return "-";
+    case Op::Mul:
+      return "*";
+    case Op::Div:
+      return "/";
+    case Op::FloorDiv:
+      return "//";
+    case Op::Mod:
+      return "%";
+    case Op::Pow:
+      return "** or pow()";
+    default:
+      return "?";
   }
 }
 
@@ -64,9 +83,15 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
     const int64_t x = a.as_int(), y = b.as_int();
     int64_t r = 0;
     switch (op) {
-      case Op::Add: check_overflow(__builtin_add_overflow(x, y, &r)); return Value(r);
-      case Op::Sub: check_overflow(__builtin_sub_overflow(x, y, &r)); return Value(r);
-      case Op::Mul: check_overflow(__builtin_mul_overflow(x, y, &r)); return Value(r);
+      case Op::Add:
+        check_overflow(__builtin_add_overflow(x, y, &r));
+        return Value(r);
+      case Op::Sub:
+        check_overflow(__builtin_sub_overflow(x, y, &r));
+        return Value(r);
+      case Op::Mul:
+        check_overflow(__builtin_mul_overflow(x, y, &r));
+        return Value(r);
       case Op::Div:
         if (y == 0) problem("division by zero");
         return Value(double(x) / double(y));
@@ -87,14 +112,18 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
           return Value(std::pow(double(x), double(y)));
         }
         return Value(int_pow(x, y));
-      default: break;
+      default:
+        break;
     }
   }
   const double x = a.as_double(), y = b.as_double();
   switch (op) {
-    case Op::Add: return Value(x + y);
-    case Op::Sub: return Value(x - y);
-    case Op::Mul: return Value(x * y);
+    case Op::Add:
+      return Value(x + y);
+    case Op::Sub:
+      return Value(x - y);
+    case Op::Mul:
+      return Value(x * y);
     case Op::Div:
       if (y == 0) problem("float division by zero");
       return Value(x / y);
@@ -122,9 +151,11 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
     }
     case Op::Pow:
       if (x == 0 && y < 0) problem("0.0 cannot be raised to a negative power");
-      if (x < 0 && y != std::floor(y)) problem("negative number cannot be raised to a fractional power (complex result)");
+      if (x < 0 && y != std::floor(y))
+        problem("negative number cannot be raised to a fractional power (complex result)");
       return Value(std::pow(x, y));
-    default: break;
+    default:
+      break;
   }
   unsupported(op, a, b);
 }
@@ -139,7 +170,8 @@ Value repeat(Interpreter& in, const Value& seq, const Value& times) {
     return in.text(std::move(out), seq.safe());
   }
   const List& items = seq.list();
-  if (n > 0 && items.size() > in.max_string_bytes() / 8 / uint64_t(n)) problem("list too long: repeating it " + std::to_string(n) + " times");
+  if (n > 0 && items.size() > in.max_string_bytes() / 8 / uint64_t(n))
+    problem("list too long: repeating it " + std::to_string(n) + " times");
   List out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
   in.step(int64_t(out.size()) / 16);
@@ -164,7 +196,8 @@ Value binary_operator(Interpreter& in, Op op, const Value& a, const Value& b) {
   if (op == Op::Add) {
     if (a.is_string() && b.is_string()) {
       if (a.safe() || b.safe()) return in.text(escaped_text(in, a) + escaped_text(in, b), true);
-      if (a.str().size() + b.str().size() > in.max_string_bytes()) problem("string too long: more than the output limit");
+      if (a.str().size() + b.str().size() > in.max_string_bytes())
+        problem("string too long: more than the output limit");
       return in.text(a.str() + b.str());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
@@ -184,7 +217,8 @@ Value binary_operator(Interpreter& in, Op op, const Value& a, const Value& b) {
 
 Value unary_operator(Op op, const Value& v) {
   if (v.is_undefined()) problem(v.undefined_message());
-  if (!v.is_number()) problem(std::string("bad operand type for unary ") + (op == Op::Neg ? "-" : "+") + ": '" + type_name(v) + "'");
+  if (!v.is_number())
+    problem(std::string("bad operand type for unary ") + (op == Op::Neg ? "-" : "+") + ": '" + type_name(v) + "'");
   if (op == Op::Pos) return v.is_float() ? v : Value(v.as_int());
   if (v.is_float()) return Value(-v.as_double());
   if (v.as_int() == INT64_MIN) problem("integer overflow: the result does not fit in 64 bits");
@@ -201,10 +235,12 @@ bool contains(const Value& container, const Value& item) {
         if (equals(v, item)) return true;
       return false;
     case Value::Kind::Dict:
-      if (item.is_list() || item.is_dict()) problem("unhashable type: '" + type_name(item) + "'");
+      require_hashable(item);
       return container.dict().find(item) != nullptr;
-    case Value::Kind::Undefined: return false;  // iterates as empty
-    default: problem("argument of type '" + type_name(container) + "' is not iterable");
+    case Value::Kind::Undefined:
+      return false;  // iterates as empty
+    default:
+      problem("argument of type '" + type_name(container) + "' is not iterable");
   }
 }
 
@@ -245,7 +281,8 @@ std::string format_one(Interpreter& in, const Spec& spec, const Value& v) {
       pystr::append(c, char32_t(v.as_int()));
       return pad(c, spec);
     }
-    default: break;
+    default:
+      break;
   }
   if (!v.is_number()) problem(std::string("%") + spec.type + " format: a real number is required, not " + type_name(v));
   switch (spec.type) {
@@ -273,8 +310,11 @@ std::string format_one(Interpreter& in, const Spec& spec, const Value& v) {
     case 'e':
     case 'E':
     case 'g':
-    case 'G': std::snprintf(buf, sizeof buf, (printf_spec + spec.type).c_str(), v.as_double()); return buf;
-    default: problem(std::string("unsupported format character '") + spec.type + "'");
+    case 'G':
+      std::snprintf(buf, sizeof buf, (printf_spec + spec.type).c_str(), v.as_double());
+      return buf;
+    default:
+      problem(std::string("unsupported format character '") + spec.type + "'");
   }
 }
 

@@ -38,7 +38,7 @@ class Parser {
   StmtPtr parse_with(Position at);
   Target parse_target(bool allow_attribute);
   std::vector<ExprPtr> parse_filter_chain();
-  void end_block();  // expects %}
+  void end_block();                             // expects %}
   void end_block_named(std::string_view name);  // expects {% name %}
 
   // ---- expressions (parser_expr.cpp) ----
@@ -89,8 +89,8 @@ class Parser {
   const int max_depth_;
   int recursion_ = 0;
   std::vector<std::pair<std::string, Position>> open_blocks_;  // tag and where it opened
-  int loop_depth_ = 0;                  // for loops around the current statement, inside the current macro
-  std::vector<MacroStmt*> macros_;      // macros being parsed, innermost last
+  int loop_depth_ = 0;              // for loops around the current statement, inside the current macro
+  std::vector<MacroStmt*> macros_;  // macros being parsed, innermost last
 };
 
 }  // namespace deltagen::jinja

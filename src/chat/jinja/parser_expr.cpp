@@ -21,7 +21,8 @@ int depth_of(const ExprPtr& e) { return e ? e->depth : 0; }
 int deepest_child(const Expr& e) {
   switch (e.kind) {
     case ExprKind::Literal:
-    case ExprKind::Name: return 0;
+    case ExprKind::Name:
+      return 0;
     case ExprKind::List: {
       int d = 0;
       for (const auto& item : static_cast<const ListExpr&>(e).items) d = std::max(d, item->depth);
@@ -32,7 +33,8 @@ int deepest_child(const Expr& e) {
       for (const auto& [k, v] : static_cast<const DictExpr&>(e).entries) d = std::max({d, k->depth, v->depth});
       return d;
     }
-    case ExprKind::Unary: return static_cast<const UnaryExpr&>(e).operand->depth;
+    case ExprKind::Unary:
+      return static_cast<const UnaryExpr&>(e).operand->depth;
     case ExprKind::Binary: {
       const auto& b = static_cast<const BinaryExpr&>(e);
       return std::max(b.left->depth, b.right->depth);
@@ -47,7 +49,8 @@ int deepest_child(const Expr& e) {
       const auto& c = static_cast<const ConditionalExpr&>(e);
       return std::max({depth_of(c.then_value), depth_of(c.condition), depth_of(c.else_value)});
     }
-    case ExprKind::Attribute: return static_cast<const AttributeExpr&>(e).object->depth;
+    case ExprKind::Attribute:
+      return static_cast<const AttributeExpr&>(e).object->depth;
     case ExprKind::Item: {
       const auto& i = static_cast<const ItemExpr&>(e);
       return std::max(i.object->depth, i.index->depth);
@@ -107,7 +110,8 @@ ExprPtr Parser::parse_tuple(bool conditional, const std::vector<std::string_view
   auto at_end = [&] {
     const Token& t = peek();
     if (t.kind == TokenKind::PrintEnd || t.kind == TokenKind::BlockEnd || at_operator(")")) return true;
-    return t.kind == TokenKind::Name && std::find(end_names.begin(), end_names.end(), std::string_view(t.text)) != end_names.end();
+    return t.kind == TokenKind::Name &&
+           std::find(end_names.begin(), end_names.end(), std::string_view(t.text)) != end_names.end();
   };
   auto tuple = std::make_unique<ListExpr>(at, true);
   bool is_tuple = false;
@@ -143,15 +147,15 @@ bool Parser::peek_binary(Op& op, int& level) const {
   }
   if (t.kind != TokenKind::Operator) return false;
   static constexpr std::pair<std::string_view, Op> kOps[] = {
-      {"==", Op::Eq},  {"!=", Op::Ne},        {"<", Op::Lt},  {"<=", Op::Le},  {">", Op::Gt},  {">=", Op::Ge},
-      {"+", Op::Add},  {"-", Op::Sub},        {"~", Op::Concat}, {"*", Op::Mul}, {"/", Op::Div}, {"//", Op::FloorDiv},
-      {"%", Op::Mod},  {"**", Op::Pow}};
+      {"==", Op::Eq}, {"!=", Op::Ne},       {"<", Op::Lt},  {"<=", Op::Le},    {">", Op::Gt},
+      {">=", Op::Ge}, {"+", Op::Add},       {"-", Op::Sub}, {"~", Op::Concat}, {"*", Op::Mul},
+      {"/", Op::Div}, {"//", Op::FloorDiv}, {"%", Op::Mod}, {"**", Op::Pow}};
   for (const auto& [text, o] : kOps) {
     if (t.text != text) continue;
     op = o;
-    level = o == Op::Add || o == Op::Sub ? kAdd
-            : o == Op::Concat             ? kConcat
-            : o == Op::Pow                ? kPow
+    level = o == Op::Add || o == Op::Sub                                        ? kAdd
+            : o == Op::Concat                                                   ? kConcat
+            : o == Op::Pow                                                      ? kPow
             : o == Op::Mul || o == Op::Div || o == Op::FloorDiv || o == Op::Mod ? kMul
                                                                                 : kCompare;
     return true;
@@ -228,8 +232,10 @@ ExprPtr Parser::parse_primary() {
       while (peek().kind == TokenKind::String) text += next().text;  // 'a' 'b' is 'ab', as in Python
       return std::make_unique<LiteralExpr>(at, Value(std::move(text)));
     }
-    case TokenKind::Int: return std::make_unique<LiteralExpr>(at, Value(next().int_value));
-    case TokenKind::Float: return std::make_unique<LiteralExpr>(at, Value(next().float_value));
+    case TokenKind::Int:
+      return std::make_unique<LiteralExpr>(at, Value(next().int_value));
+    case TokenKind::Float:
+      return std::make_unique<LiteralExpr>(at, Value(next().float_value));
     case TokenKind::Operator:
       if (t.text == "(") {
         next();
@@ -241,7 +247,8 @@ ExprPtr Parser::parse_primary() {
       if (t.text == "[") return parse_list();
       if (t.text == "{") return parse_dict();
       break;
-    default: break;
+    default:
+      break;
   }
   fail_unexpected("an expression");
 }
@@ -341,8 +348,7 @@ std::vector<Argument> Parser::parse_call_arguments() {
       expect_operator(",");
       if (skip_operator(")")) break;
     }
-    if (at_operator("*") || at_operator("**"))
-      fail(position(peek()), "*args and **kwargs in calls are not supported");
+    if (at_operator("*") || at_operator("**")) fail(position(peek()), "*args and **kwargs in calls are not supported");
     Argument arg;
     if (peek().kind == TokenKind::Name && peek(1).kind == TokenKind::Operator && peek(1).text == "=") {
       arg.keyword = next().text;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <stdexcept>
 
 #include "chat/jinja/problem.h"
 
@@ -68,9 +67,9 @@ bool is_line_break(char32_t c) {
 }
 
 bool is_printable(char32_t c) {
-  if (c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD) return false;           // Cc, NBSP, soft hyphen
+  if (c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD) return false;                     // Cc, NBSP, soft hyphen
   if ((c >= 0x600 && c <= 0x605) || c == 0x61C || c == 0x6DD || c == 0x70F) return false;  // Arabic Cf
-  if (c == 0x180E || c == 0x1680 || (c >= 0x2000 && c <= 0x200F)) return false;  // spaces, ZW*, marks
+  if (c == 0x180E || c == 0x1680 || (c >= 0x2000 && c <= 0x200F)) return false;            // spaces, ZW*, marks
   if ((c >= 0x2028 && c <= 0x202F) || (c >= 0x205F && c <= 0x2064) || (c >= 0x2066 && c <= 0x206F)) return false;
   if (c == 0x3000 || (c >= 0xD800 && c <= 0xF8FF) || c == 0xFEFF) return false;  // surrogates, private use
   if ((c >= 0xFFF9 && c <= 0xFFFB) || c == 0xFFFE || c == 0xFFFF) return false;
@@ -230,8 +229,10 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
   // The number of replacements first, so the size is known before building.
   int64_t n = count(s, old);
   if (count_limit >= 0) n = std::min(n, count_limit);
-  const long double size = (long double)s.size() + (long double)n * ((long double)with.size() - (long double)old.size());
-  if (size > (long double)max_bytes) problem("string too long: replace would make " + std::to_string((uint64_t)size) + " bytes");
+  const long double size =
+      (long double)s.size() + (long double)n * ((long double)with.size() - (long double)old.size());
+  if (size > (long double)max_bytes)
+    problem("string too long: replace would make " + std::to_string((uint64_t)size) + " bytes");
   std::string out;
   out.reserve(size_t(size));
   if (old.empty()) {
