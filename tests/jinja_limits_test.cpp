@@ -64,7 +64,8 @@ TEST(JinjaErrors, NoFilesNoImports) {
 TEST(JinjaErrors, RuntimeErrorsSayWhere) {
   expect_render_error("{{ 1 / 0 }}", "division by zero", 1, 6);
   expect_render_error("{{ 5 % 0 }}", "integer division or modulo by zero", 1, 6);
-  expect_render_error("line\n  {{ 'a' + 1 }}", "unsupported operand type(s) for +: 'str' and 'int'", 2, 10);
+  expect_render_error("line\n  {{ 'a' + 1 }}", "can only concatenate str (not \"int\") to str", 2, 10);
+  expect_render_error("{{ 1 - 'a' }}", "unsupported operand type(s) for -: 'int' and 'str'", 1, 6);
   expect_render_error("{% for i in 5 %}{% endfor %}", "'int' object is not iterable", 1, 1);
   expect_render_error("{{ 1 < 'a' }}", "'<' not supported between instances of 'int' and 'str'", 1, 4);
   expect_render_error("{{ 9223372036854775807 + 1 }}", "integer overflow", 1, 24);

@@ -133,6 +133,10 @@ TEST(Jinja, SubscriptsAndSlices) {
       {R"j({{ s[0] }}|{{ s[-1] }}|{{ s[::-1] }}|{{ s[1:3] }}|{{ s|length }}|{{ s[10] }})j", R"j({"s": "héllo中😀"})j",
        "h|😀|😀中olléh|él|7|"},
       {R"j({{ (1, 2, 3)[1:] }})j", "", "(2, 3)"},
+      // Steps and bounds at the ends of int64.
+      {R"j([{{ "abc"[2:1] }}]{{ "abc"[::9223372036854775807] }}{{ [1,2,3][::-9223372036854775807-1] }})j", "",
+       "[]a[3]"},
+      {R"j({{ range(9223372036854775806, 9223372036854775807, 10)|list }})j", "", "[9223372036854775806]"},
   });
 }
 
@@ -196,6 +200,10 @@ TEST(Jinja, ForLoops) {
        "", "0134"},
       {R"j({% for i in range(2) %}{% for j in range(2) %}{{ i }}{{ j }}{{ loop.index }} {% endfor %}{{ loop.index }}|{% endfor %})j",
        "", "001 012 1|101 112 2|"},
+      // break and continue reach the loop through with and set blocks
+      {R"j({% for i in [1,2,3] %}{% with %}{% if i == 2 %}{% break %}{% endif %}{% endwith %}{{ i }}{% endfor %})j", "",
+       "1"},
+      {R"j({% for i in [1,2] %}{% set x %}a{% continue %}{% endset %}{{ i }}{% endfor %}.)j", "", "."},
   });
 }
 

@@ -119,8 +119,10 @@ Value batch(Interpreter& in, const Value& v, const Args& args) {
     if (int64_t(current.size()) == size) out.push_back(in.list(std::exchange(current, {})));
   }
   if (!current.empty()) {
-    if (a.has(1) && !a.get(1)->is_none())
+    if (a.has(1) && !a.get(1)->is_none()) {
+      in.step(size - int64_t(current.size()));  // the padding is work too: batch(10**12, x) stops here
       while (int64_t(current.size()) < size) current.push_back(*a.get(1));
+    }
     out.push_back(in.list(std::move(current)));
   }
   return in.list(std::move(out));

@@ -81,9 +81,9 @@ double python_round(double x, int64_t ndigits) {
     double r = std::nearbyint(y);  // ties to even under the default rounding mode
     return r * scale;
   }
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "%.*f", int(ndigits), x);
-  return std::strtod(buf, nullptr);
+  std::string buf(size_t(std::snprintf(nullptr, 0, "%.*f", int(ndigits), x)) + 1, '\0');
+  std::snprintf(buf.data(), buf.size(), "%.*f", int(ndigits), x);
+  return std::strtod(buf.c_str(), nullptr);
 }
 
 }  // namespace

@@ -40,7 +40,9 @@ Value range(Interpreter& in, const Args& args) {
     problem("range too big: the sandbox allows at most " + std::to_string(kMaxRange) + " items (MAX_RANGE)");
   List items;
   items.reserve(size_t(count));
-  for (int64_t i = 0, v = start; i < int64_t(count); ++i, v += step) items.emplace_back(v);
+  // start + i * step lies between start and stop; computed unsigned, nothing overflows on the way.
+  for (int64_t i = 0; i < int64_t(count); ++i)
+    items.emplace_back(int64_t(uint64_t(start) + uint64_t(i) * uint64_t(step)));
   in.step(int64_t(items.size()) / 16);
   return in.list(std::move(items));
 }

@@ -148,8 +148,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
         exec_set(static_cast<const SetStmt&>(s));
         break;
       case StmtKind::SetBlock:
-        exec_set_block(static_cast<const SetBlockStmt&>(s));
-        break;
+        return exec_set_block(static_cast<const SetBlockStmt&>(s));
       case StmtKind::Macro:
         define_macro(static_cast<const MacroStmt&>(s));
         break;
@@ -158,11 +157,9 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
       case StmtKind::Continue:
         return Flow::Continue;
       case StmtKind::FilterBlock:
-        exec_filter_block(static_cast<const FilterBlockStmt&>(s));
-        break;
+        return exec_filter_block(static_cast<const FilterBlockStmt&>(s));
       case StmtKind::With:
-        exec_with(static_cast<const WithStmt&>(s));
-        break;
+        return exec_with(static_cast<const WithStmt&>(s));
       case StmtKind::Scope:
         return exec_body(static_cast<const ScopeStmt&>(s).body);
     }
@@ -230,16 +227,12 @@ void Interpreter::assign(const Target& target, const Value& value) {
 
 void Interpreter::exec_set(const SetStmt& s) { assign(s.target, eval(*s.value)); }
 
-std::string Interpreter::render_capture(const Body& body, bool own_scope) {
-  std::string buffer;
-  OutputCapture capture(*this, buffer);
-  if (own_scope) {
-    ScopeSwitch in(scope_, child_of(scope_));
-    exec_body(body);
-  } else {
-    exec_body(body);
-  }
-  return buffer;
+// Renders `body` in a scope of its own into `captured`. A break or continue
+// inside still reaches the loop around the block (returned).
+Interpreter::Flow Interpreter::render_capture(const Body& body, std::string& captured) {
+  OutputCapture capture(*this, captured);
+  ScopeSwitch in(scope_, child_of(scope_));
+  return exec_body(body);
 }
 
 Value Interpreter::apply_filters(const std::vector<ExprPtr>& filters, Value value) {
@@ -254,24 +247,28 @@ Value Interpreter::apply_filters(const std::vector<ExprPtr>& filters, Value valu
   return value;
 }
 
-void Interpreter::exec_set_block(const SetBlockStmt& s) {
-  Value captured = text(render_capture(s.body, true));
-  assign(s.target, apply_filters(s.filters, std::move(captured)));
+Interpreter::Flow Interpreter::exec_set_block(const SetBlockStmt& s) {
+  std::string captured;
+  if (const Flow flow = render_capture(s.body, captured); flow != Flow::Normal) return flow;
+  assign(s.target, apply_filters(s.filters, text(std::move(captured))));
+  return Flow::Normal;
 }
 
-void Interpreter::exec_filter_block(const FilterBlockStmt& s) {
-  Value captured = text(render_capture(s.body, true));
-  const Value result = apply_filters(s.filters, std::move(captured));
+Interpreter::Flow Interpreter::exec_filter_block(const FilterBlockStmt& s) {
+  std::string captured;
+  if (const Flow flow = render_capture(s.body, captured); flow != Flow::Normal) return flow;
+  const Value result = apply_filters(s.filters, text(std::move(captured)));
   write(result.is_string() ? result.str() : str(result));
+  return Flow::Normal;
 }
 
-void Interpreter::exec_with(const WithStmt& s) {
+Interpreter::Flow Interpreter::exec_with(const WithStmt& s) {
   // The values are computed in the outer scope, then bound in the inner one.
   std::vector<Value> values;
   for (const auto& [target, expr] : s.assignments) values.push_back(eval(*expr));
   ScopeSwitch in(scope_, child_of(scope_));
   for (size_t i = 0; i < values.size(); ++i) assign(s.assignments[i].first, values[i]);
-  if (exec_body(s.body) != Flow::Normal) problem("'break' or 'continue' cannot leave a 'with' block");
+  return exec_body(s.body);
 }
 
 void Interpreter::define_macro(const MacroStmt& s) {

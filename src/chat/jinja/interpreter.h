@@ -89,12 +89,12 @@ class Interpreter {
   Flow exec_if(const IfStmt& s);
   Flow exec_for(const ForStmt& s);
   void exec_set(const SetStmt& s);
-  void exec_set_block(const SetBlockStmt& s);
-  void exec_filter_block(const FilterBlockStmt& s);
-  void exec_with(const WithStmt& s);
+  Flow exec_set_block(const SetBlockStmt& s);
+  Flow exec_filter_block(const FilterBlockStmt& s);
+  Flow exec_with(const WithStmt& s);
   void define_macro(const MacroStmt& s);
   void assign(const Target& target, const Value& value);
-  std::string render_capture(const Body& body, bool own_scope);
+  Flow render_capture(const Body& body, std::string& captured);
   Value apply_filters(const std::vector<ExprPtr>& filters, Value value);
 
   Value eval(const Expr& e);

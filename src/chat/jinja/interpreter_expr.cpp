@@ -273,7 +273,7 @@ Value Interpreter::item(const Value& object, const Value& key) {
     if (status != "missing") return Value::undefined(status);
     return missing_attribute(object, key.str());
   }
-  return Value::undefined(object_text(object) + " has no element " + repr(key, 256));
+  return Value::undefined(object_text(object) + " has no element " + short_repr(key));
 }
 
 namespace {
@@ -317,19 +317,24 @@ Value Interpreter::eval_slice(const SliceExpr& e) {
   const int64_t size = is_string ? int64_t(offsets.size() - 1) : int64_t(object.list().size());
   int64_t b, en, s;
   slice_bounds(&start, &stop, &step_value, size, b, en, s);
-  const int64_t count = s > 0 ? (en > b ? (en - b + s - 1) / s : 0) : (b > en ? (b - en - s - 1) / -s : 0);
+  // How many items: stride may be as large as the step (|INT64_MIN| taken as INT64_MAX,
+  // which selects the same single item); k = b + i * s stays inside [0, size).
+  const int64_t span = s > 0 ? en - b : b - en;
+  const int64_t stride = s > 0 ? s : (s == INT64_MIN ? INT64_MAX : -s);
+  const int64_t count = span > 0 ? 1 + (span - 1) / stride : 0;
   this->step(count / 16);
+  auto index = [&](int64_t i) { return size_t(b + i * s); };
   if (is_string) {
     const std::string& str = object.str();
+    if (count == 0) return text("");
     if (s == 1) return text(str.substr(offsets[size_t(b)], offsets[size_t(en)] - offsets[size_t(b)]));
     std::string out;
-    for (int64_t i = 0, k = b; i < count; ++i, k += s)
-      out += str.substr(offsets[size_t(k)], offsets[size_t(k) + 1] - offsets[size_t(k)]);
+    for (int64_t i = 0; i < count; ++i) out += str.substr(offsets[index(i)], offsets[index(i) + 1] - offsets[index(i)]);
     return text(std::move(out));
   }
   List items;
   items.reserve(size_t(count));
-  for (int64_t i = 0, k = b; i < count; ++i, k += s) items.push_back(object.list()[size_t(k)]);
+  for (int64_t i = 0; i < count; ++i) items.push_back(object.list()[index(i)]);
   return list(std::move(items), object.is_tuple());
 }
 

@@ -253,7 +253,7 @@ Value list_method(Interpreter& in, const Value& self, std::string_view name, con
         int64_t(std::count_if(items.begin(), items.end(), [&](const Value& v) { return equals(v, *a.get(0)); })));
   for (size_t i = 0; i < items.size(); ++i)
     if (equals(items[i], *a.get(0))) return Value(int64_t(i));
-  problem(repr(*a.get(0), 200) + " is not in list");
+  problem(short_repr(*a.get(0)) + " is not in list");
 }
 
 }  // namespace

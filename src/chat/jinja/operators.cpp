@@ -212,6 +212,8 @@ Value binary_operator(Interpreter& in, Op op, const Value& a, const Value& b) {
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(in, b, a);
   }
   if (op == Op::Mod && a.is_string()) return format_percent(in, a, b);
+  if (op == Op::Add && (a.is_string() || a.is_list()))  // Python's wording for these
+    problem("can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
   unsupported(op, a, b);
 }
 
@@ -276,7 +278,8 @@ std::string format_one(Interpreter& in, const Spec& spec, const Value& v) {
     }
     case 'c': {
       if (v.is_string() && pystr::length(v.str()) == 1) return pad(v.str(), spec);
-      if (!v.is_int() || v.as_int() < 0 || v.as_int() > 0x10FFFF) problem("%c requires an int or a single character");
+      if (!v.is_int() || v.as_int() < 0 || v.as_int() > 0x10FFFF || (v.as_int() >= 0xD800 && v.as_int() <= 0xDFFF))
+        problem("%c requires an int naming a character (not a surrogate) or a single character");
       std::string c;
       pystr::append(c, char32_t(v.as_int()));
       return pad(c, spec);

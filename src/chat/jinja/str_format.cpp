@@ -87,7 +87,8 @@ std::string format_number(const Value& v, const FormatSpec& f) {
     if (is_float) problem(std::string("Unknown format code '") + type + "' for object of type 'float'");
     const int64_t n = v.as_int();
     if (type == 'c') {
-      if (n < 0 || n > 0x10FFFF) problem("%c arg not in range(0x110000)");
+      if (n < 0 || n > 0x10FFFF || (n >= 0xD800 && n <= 0xDFFF))
+        problem("%c arg not in range(0x110000) or a surrogate (not representable as UTF-8)");
       pystr::append(body, char32_t(n));
       return body;
     }

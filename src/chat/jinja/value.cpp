@@ -381,6 +381,15 @@ std::string repr(const Value& v, size_t max_bytes) {
   return std::move(p.out);
 }
 
+std::string short_repr(const Value& v) {
+  constexpr size_t kShort = 200;
+  try {
+    return repr(v, kShort);
+  } catch (const Problem&) {  // longer (or nested too deep): say so
+    return "<" + type_name(v) + " too long to show>";
+  }
+}
+
 // ---- JSON in ----
 
 namespace {

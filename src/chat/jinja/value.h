@@ -169,6 +169,8 @@ std::string type_name(const Value& v);
 std::string to_str(const Value& v, size_t max_bytes);
 // repr(v): strings quoted.
 std::string repr(const Value& v, size_t max_bytes);
+// repr(v) cut to about 200 bytes, for messages.
+std::string short_repr(const Value& v);
 
 // Python's repr(float): the shortest digits that read back the same, in
 // fixed notation for exponents -4..15 (1.0, 0.0001, 1e-05, 1e+16, inf, nan).
