@@ -12,6 +12,7 @@
 //     and @huggingface/jinja in third_party/tokenizer/node_modules (scripts/fetch_tokenizer_assets.sh).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -233,6 +234,38 @@ TEST_F(ChatTemplateParity, RaiseExceptionGivesTheTemplatesMessage) {
     EXPECT_TRUE(r.text.starts_with("qwen3.5.jinja:")) << r.text;
     EXPECT_TRUE(r.text.ends_with(": " + c.raises)) << c.name << ": " << r.text;
   }
+}
+
+// A 3 MB conversation (200 turns with reasoning and tool calls) stays far
+// inside the default limits: it renders at a hundredth of the work budget.
+TEST_F(ChatTemplateParity, ALongConversationFitsTheDefaultLimits) {
+  if (const std::string why = missing("qwen3.5"); !why.empty()) GTEST_SKIP() << why;
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  ojson messages = ojson::array({{{"role", "system"}, {"content", repeat("You are helpful. ", 100)}}});
+  for (int i = 0; i < 200; ++i) {
+    const std::string n = std::to_string(i);
+    messages.push_back({{"role", "user"}, {"content", repeat("question " + n + " 你好 ", 300)}});
+    ojson call = {{"function", {{"name", "f"}, {"arguments", {{"q", std::string(1000, 'x')}, {"n", i}}}}}};
+    messages.push_back({{"role", "assistant"},
+                        {"content", "<think>\n" + repeat("thinking " + n + " ", 200) + "\n</think>\n\n" +
+                                        repeat("answer " + n + " ", 300)},
+                        {"tool_calls", ojson::array({call})}});
+    messages.push_back({{"role", "tool"}, {"content", repeat("result ", 300)}});
+  }
+  messages.push_back({{"role", "user"}, {"content", "final"}});
+  const ojson context = {{"messages", messages}, {"add_generation_prompt", true}};
+  jinja::Limits limits;
+  limits.max_loop_iterations /= 100;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string out = jinja::Template::parse(templates_["qwen3.5"], "qwen3.5.jinja", limits).render(context);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GT(out.size(), 2'000'000u);
+  EXPECT_TRUE(out.ends_with("<|im_start|>user\nfinal<|im_end|>\n<|im_start|>assistant\n<think>\n"));
+  EXPECT_LT(seconds, 3.0);
 }
 
 // Python Jinja is what transformers renders with: here there are no exceptions.

@@ -149,6 +149,24 @@ TEST_F(JinjaLimits, OutputAndStrings) {
                       "built too much text", 1, 69, "", small);
 }
 
+// Work that grows with a string's length counts too (256 bytes scanned is a
+// step): comparing, measuring, searching, indexing a 4 MB string in a loop
+// stops long before the loop ends.
+TEST_F(JinjaLimits, ScanningLongStringsInALoop) {
+  jinja::Limits limits;
+  limits.max_loop_iterations = 200000;  // 50 MB of scanning: quick under ASan too
+  const std::string setup = "{% set big = 'x' * 4000000 %}{% set other = 'x' * 4000000 %}{% for i in range(100000) %}";
+  for (const char* body : {"{% if big == other %}{% endif %}", "{{ big|length }}", "{{ 'y' in big }}", "{{ big[-1] }}",
+                           "{{ big.find('y') }}", "{{ big < other }}"})
+    test::expect_error([&] { render(setup + body + "{% endfor %}", "", limits); }, "too many loop iterations");
+}
+
+// Found by jinja_fuzz ({{ [x] * -22*10**18+62 }}): an empty sequence times
+// 10**18 looped 10**18 times to build nothing.
+TEST_F(JinjaLimits, EmptySequenceTimesHugeCount) {
+  EXPECT_EQ(render("{{ ([] * 10**18)|length }}{{ ('' * 10**18)|length }}{{ [] * -22*10**18 }}"), "00[]");
+}
+
 TEST_F(JinjaLimits, TemplateSize) {
   jinja::Limits small;
   small.max_template_bytes = 100;

@@ -249,6 +249,7 @@ Value slice(Interpreter& in, const Value& v, const Args& args) {
   ArgReader a(args, "slice", {"slices", "fill_with"});
   const int64_t slices = a.int_or(0, 0);
   if (slices <= 0 || slices > 100000) problem("slice: the number of slices must be between 1 and 100000");
+  in.step(slices);
   const List items = walk(in, v);
   const auto length = int64_t(items.size());
   const int64_t per_slice = length / slices, with_extra = length % slices;

@@ -5,6 +5,7 @@
 
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/problem.h"
+#include "chat/jinja/work.h"
 #include "util/error.h"
 
 namespace deltagen::jinja {
@@ -39,10 +40,7 @@ std::shared_ptr<Scope> child_of(const std::shared_ptr<Scope>& parent) {
 }  // namespace
 
 Interpreter::Interpreter(const std::string& name, const Limits& limits)
-    : name_(name),
-      limits_(limits),
-      steps_left_(limits.max_loop_iterations),
-      bytes_left_(uint64_t(limits.max_output_bytes) * 32) {}
+    : name_(name), limits_(limits), bytes_left_(uint64_t(limits.max_output_bytes) * 32) {}
 
 Interpreter::~Interpreter() {
   // Namespaces are the only values that can hold themselves; emptying them
@@ -65,6 +63,7 @@ std::string Interpreter::render(const Body& body, const nlohmann::ordered_json& 
   }
   std::string out;
   out_ = &out;
+  WorkBudget work(limits_.max_loop_iterations);
   exec_body(body);
   out_ = nullptr;
   return out;
@@ -72,12 +71,7 @@ std::string Interpreter::render(const Body& body, const nlohmann::ordered_json& 
 
 // ---- budgets ----
 
-void Interpreter::step(int64_t n) {
-  steps_left_ -= n;
-  if (steps_left_ < 0)
-    problem("too many loop iterations: more than " + std::to_string(limits_.max_loop_iterations) +
-            " (loop iterations, macro calls and filter items together)");
-}
+void Interpreter::step(int64_t n) { charge_steps(n); }
 
 Value Interpreter::text(std::string s, bool safe) {
   if (s.size() > limits_.max_output_bytes)

@@ -56,7 +56,7 @@ class Interpreter {
   Value text(std::string s, bool safe = false);
   // A list value; its items count toward the memory budget.
   Value list(List items, bool tuple = false);
-  // Work: loop iterations, macro calls, items a filter walks.
+  // Work: loop iterations, macro calls, items a filter walks (work.h).
   void step(int64_t n = 1);
   size_t max_string_bytes() const { return limits_.max_output_bytes; }
 
@@ -114,7 +114,6 @@ class Interpreter {
   const std::string& name_;
   const Limits& limits_;
   int depth_ = 0;
-  int64_t steps_left_;
   uint64_t bytes_left_;  // budget for everything built while rendering
   std::string* out_ = nullptr;
   std::shared_ptr<Scope> root_, scope_;

@@ -5,6 +5,7 @@
 
 #include "chat/jinja/problem.h"
 #include "chat/jinja/pystr.h"
+#include "chat/jinja/work.h"
 
 namespace deltagen::jinja {
 
@@ -161,7 +162,10 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
 }
 
 Value repeat(Interpreter& in, const Value& seq, const Value& times) {
-  const int64_t n = std::max<int64_t>(times.as_int(), 0);
+  // An empty sequence repeats to nothing however large n is (the loops below
+  // would still run n times).
+  const bool empty = seq.is_string() ? seq.str().empty() : seq.list().empty();
+  const int64_t n = empty ? 0 : std::max<int64_t>(times.as_int(), 0);
   if (seq.is_string()) {
     if (n > 0 && seq.str().size() > in.max_string_bytes() / uint64_t(n))
       problem("string too long: repeating it " + std::to_string(n) + " times passes the output limit");
@@ -231,6 +235,7 @@ bool contains(const Value& container, const Value& item) {
   switch (container.kind()) {
     case Value::Kind::String:
       if (!item.is_string()) problem("'in <string>' requires string as left operand, not " + type_name(item));
+      charge_scan(container.str().size());
       return container.str().find(item.str()) != std::string::npos;
     case Value::Kind::List:
       for (const Value& v : container.list())

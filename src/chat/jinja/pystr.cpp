@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "chat/jinja/problem.h"
+#include "chat/jinja/work.h"
 
 namespace deltagen::jinja::pystr {
 
@@ -39,12 +40,14 @@ void append(std::string& out, char32_t cp) {
 }
 
 size_t length(std::string_view s) {
+  charge_scan(s.size());
   size_t n = 0;
   for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return n;
 }
 
 std::vector<size_t> offsets(std::string_view s) {
+  charge_scan(s.size());
   std::vector<size_t> out;
   out.reserve(s.size() + 1);
   for (size_t i = 0; i < s.size(); ++i)
@@ -208,17 +211,20 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
 }
 
 int64_t find(std::string_view s, std::string_view sub) {
+  charge_scan(s.size());
   const size_t at = s.find(sub);
   return at == std::string_view::npos ? -1 : index_of_byte(s, at);
 }
 
 int64_t rfind(std::string_view s, std::string_view sub) {
+  charge_scan(s.size());
   const size_t at = s.rfind(sub);
   return at == std::string_view::npos ? -1 : index_of_byte(s, at);
 }
 
 int64_t count(std::string_view s, std::string_view sub) {
   if (sub.empty()) return int64_t(length(s)) + 1;
+  charge_scan(s.size());
   int64_t n = 0;
   for (size_t at = s.find(sub); at != std::string_view::npos; at = s.find(sub, at + sub.size())) ++n;
   return n;

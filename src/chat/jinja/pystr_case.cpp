@@ -5,6 +5,7 @@
 #include <string>
 
 #include "chat/jinja/pystr.h"
+#include "chat/jinja/work.h"
 
 namespace deltagen::jinja::pystr {
 namespace {
@@ -162,6 +163,7 @@ void append_lower(std::string& out, std::string_view s, size_t begin, size_t end
 bool is_cased(char32_t c) { return to_lower(c) != c || to_upper(c) != c || caseless_lower(c); }
 
 bool is_lower(std::string_view s) {
+  charge_scan(s.size());
   bool any = false;
   for (size_t i = 0; i < s.size();) {
     const char32_t c = next(s, i);
@@ -172,6 +174,7 @@ bool is_lower(std::string_view s) {
 }
 
 bool is_upper(std::string_view s) {
+  charge_scan(s.size());
   bool any = false;
   for (size_t i = 0; i < s.size();) {
     const char32_t c = next(s, i);

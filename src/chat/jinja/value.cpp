@@ -7,6 +7,7 @@
 
 #include "chat/jinja/problem.h"
 #include "chat/jinja/pystr.h"
+#include "chat/jinja/work.h"
 #include "tokenizer/utf8.h"
 
 namespace deltagen::jinja {
@@ -61,7 +62,7 @@ bool Value::same_object(const Value& other) const {
   if (kind() != other.kind()) return false;
   switch (kind()) {
     case Kind::String:
-      return std::get<StringPtr>(data_) == std::get<StringPtr>(other.data_) || str() == other.str();
+      return std::get<StringPtr>(data_) == std::get<StringPtr>(other.data_) || equals(*this, other);
     case Kind::List:
       return std::get<ListPtr>(data_) == std::get<ListPtr>(other.data_);
     case Kind::Dict:
@@ -80,6 +81,7 @@ bool Value::same_object(const Value& other) const {
 // ---- Dict ----
 
 const Value* Dict::find(std::string_view key) const {
+  charge_scan(key.size());  // hashing the key
   auto it = string_index_.find(key);
   return it == string_index_.end() ? nullptr : &items[it->second].second;
 }
@@ -95,6 +97,7 @@ void Dict::set(const Value& key, Value value) {
   if (value.nesting() + 1 > kMaxNesting) problem("values nested more than " + std::to_string(kMaxNesting) + " deep");
   nesting_ = std::max(nesting_, value.nesting() + 1);
   if (key.is_string()) {
+    charge_scan(key.str().size());
     auto [it, inserted] = string_index_.emplace(key.str(), items.size());
     if (inserted)
       items.emplace_back(key, std::move(value));
@@ -161,6 +164,8 @@ bool equals_at(const Value& a, const Value& b, int depth) {
     case Value::Kind::None:
       return true;
     case Value::Kind::String:
+      if (a.str().size() != b.str().size()) return false;
+      charge_scan(a.str().size());
       return a.str() == b.str();
     case Value::Kind::List: {
       if (a.is_tuple() != b.is_tuple() || a.list().size() != b.list().size()) return false;
@@ -184,7 +189,11 @@ bool equals_at(const Value& a, const Value& b, int depth) {
 int compare_at(const Value& a, const Value& b, int depth) {
   check_nesting(depth);
   if (a.is_number() && b.is_number()) return compare_numbers(a, b);
-  if (a.is_string() && b.is_string()) return a.str().compare(b.str()) < 0 ? -1 : a.str() == b.str() ? 0 : 1;
+  if (a.is_string() && b.is_string()) {
+    charge_scan(std::min(a.str().size(), b.str().size()));
+    const int c = a.str().compare(b.str());
+    return c < 0 ? -1 : c > 0 ? 1 : 0;
+  }
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
     const List &x = a.list(), &y = b.list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
