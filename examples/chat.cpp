@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "deltagen/deltagen.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -39,8 +39,11 @@ int main(int argc, char** argv) {
         continue;
       }
       before_turn.push_back(chat.conversation().snapshot());
-      const deltagen::GenerationResult reply =
-          chat.send(line, options, [](std::string_view text, int64_t) { std::cout << text << std::flush; });
+      const deltagen::ChatReply reply =
+          chat.send(line, options, [](std::string_view text, int64_t) {
+            std::cout << text << std::flush;
+            return true;  // false would stop the reply here
+          });
       std::cout << "\n[" << reply.prefilled_tokens << " tokens prefilled, " << reply.generated_ids.size()
                 << " generated, " << reply.generation_tokens_per_second() << " tokens/s]\n";
     }

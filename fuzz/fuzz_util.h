@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::fuzz {
 

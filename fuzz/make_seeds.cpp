@@ -25,7 +25,7 @@
 #include "synth/synth.h"
 #include "tiny_state.h"
 #include "tokenizer/byte_level.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace fs = std::filesystem;
@@ -287,6 +287,64 @@ void jinja_seeds(const fs::path& qwen_dir) {
   }
 }
 
+// Request bodies of the OpenAI API, as clients send them.
+void serve_request_seeds() {
+  const char* bodies[] = {
+      R"({"model": "m", "messages": [{"role": "user", "content": "Hello"}]})",
+      R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "max_tokens": 16,
+          "temperature": 0.7, "top_p": 0.9, "top_k": 20, "min_p": 0.05, "seed": 42, "stop": ["\n\n", "END"],
+          "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1})",
+      R"({"messages": [{"role": "user", "content": "Hi"}], "stream": true, "stream_options": {"include_usage": true},
+          "logprobs": true, "top_logprobs": 3, "chat_template_kwargs": {"enable_thinking": false}})",
+      R"({"messages": [{"role": "user", "content": "Weather in Paris?"},
+          {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+          {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}],
+          "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+          "tool_choice": "auto"})",
+      R"({"messages": [{"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+          {"role": "user", "content": "x", "name": "u"}, {"role": "assistant", "content": "y", "reasoning_content": "r"},
+          {"role": "user", "content": "z"}], "max_completion_tokens": 5.0, "n": 1, "enable_thinking": true,
+          "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object"}}}})",
+      R"({"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "echo": true, "logprobs": 2, "stream": false})",
+      R"({"prompt": [9707, 11, 1879], "temperature": 0, "stop": "."})",
+      R"({"prompt": [[1, 2, 3]], "response_format": {"type": "json_object"}})",
+  };
+  int i = 0;
+  for (const char* b : bodies) write("serve_request", "body" + std::to_string(i++) + ".json", b);
+}
+
+// json_grammar_fuzz: mode byte (bits 0-1: any value, any object, schema,
+// schema with closed objects; bits 2-4: depth limit - 1), then "schema \0 text"
+// or the text.
+void json_grammar_seeds() {
+  const std::pair<int, const char*> texts[] = {
+      {0, R"({"a": [1, -2.5e+3, true, null, "x\u00e9\ud83d\ude00"], "b": {}})"},
+      {1, R"( {"k": "v"} )"},
+  };
+  for (const auto& [mode, text] : texts)
+    write("json_grammar", "mode" + std::to_string(mode) + ".txt", std::string(1, char(mode | 3 << 2)) + text);
+  const std::pair<const char*, const char*> schemas[] = {
+      {R"({"type":"object","properties":{"name":{"type":"string","maxLength":5},"age":{"type":"integer"},
+          "tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":2}},"required":["name"],"additionalProperties":false})",
+       R"({"name": "Ann", "tags": ["a"]})"},
+      {R"({"anyOf":[{"properties":{"k":{"const":1}},"required":["k"]},
+          {"type":"array","prefixItems":[{"type":"boolean"}],"items":false},{"enum":["red",12,null]}]})",
+       R"({"k": 1})"},
+      {R"({"$defs":{"n":{"type":"object","properties":{"v":{"type":"number"},"c":{"type":"array","items":{"$ref":"#/$defs/n"}}},
+          "required":["v"]}},"$ref":"#/$defs/n"})",
+       R"({"v": 1, "c": [{"v": 2}]})"},
+      {R"({"type":["string","null"],"minLength":2})", R"("\u00e9x")"},
+  };
+  int i = 0;
+  for (const auto& [schema, text] : schemas) {
+    const std::string body = json::parse(schema).dump() + std::string(1, '\0') + text;
+    write("json_grammar", "schema" + std::to_string(i) + ".txt", std::string(1, char(2 | 3 << 2)) + body);
+    write("json_grammar", "closed" + std::to_string(i++) + ".txt", std::string(1, char(3 | 3 << 2)) + body);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -303,6 +361,8 @@ int main(int argc, char** argv) {
     npy_seeds();
     snapshot_seeds();
     tokenizer_seeds(argc > 2 ? fs::path(argv[2]) : fs::path());
+    serve_request_seeds();
+    json_grammar_seeds();
     jinja_seeds(argc > 2 ? fs::path(argv[2]) : fs::path());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());

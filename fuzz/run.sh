@@ -39,11 +39,13 @@ cp tests/data/tokenizer/*.txt "$seeds/tokenizer_encode/" 2>/dev/null || true
 seed_dir() { echo "$seeds/${1%_fuzz}"; }
 dict_of() {
   case "$1" in
-    safetensors_fuzz | config_fuzz | genai_config_fuzz | tokenizer_load_fuzz) echo fuzz/dict/json.dict ;;
+    safetensors_fuzz | config_fuzz | genai_config_fuzz | tokenizer_load_fuzz | json_grammar_fuzz) echo fuzz/dict/json.dict ;;
     npy_fuzz) echo fuzz/dict/npy.dict ;;
     snapshot_fuzz) echo fuzz/dict/snapshot.dict ;;
     onnx_summary_fuzz | model_rewrite_fuzz) echo fuzz/dict/onnx.dict ;;
     tokenizer_encode_fuzz) echo fuzz/dict/tokenizer_text.dict ;;
+    chat_output_parser_fuzz) echo fuzz/dict/chat_output.dict ;;
+    serve_request_fuzz) echo fuzz/dict/serve_request.dict ;;
     jinja_fuzz) echo fuzz/dict/jinja.dict ;;
   esac
 }

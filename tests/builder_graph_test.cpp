@@ -19,7 +19,7 @@
 #include "runtime/session.h"
 #include "synth/synth.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

@@ -20,7 +20,7 @@
 #include "graph_query.h"
 #include "ort_step_runner.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace deltagen {

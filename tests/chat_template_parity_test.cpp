@@ -23,7 +23,7 @@
 
 #include "chat/jinja/jinja.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

@@ -1,7 +1,10 @@
-// Text generation and multi-turn chat: the built-in Qwen chat format, turns
-// that run only their own tokens, streaming, stop strings, the chat CLI and
-// tokenizer errors. The golden model with a tiny byte-level tokenizer that
-// fits its vocabulary (tests/runtime_fixtures.h).
+// Text generation and multi-turn chat: the chat template's rendering of a
+// whole conversation each turn, the state kept where the new prompt
+// continues it and restored where the template re-renders history,
+// streaming, stop strings, the chat CLI and tokenizer errors. The golden
+// model with a tiny byte-level tokenizer that fits its vocabulary
+// (tests/runtime_fixtures.h); it has no chat template, so the built-in
+// ChatML format renders (templates from checkpoints: tests/chat_template_test.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,12 +17,12 @@
 #include <nlohmann/json.hpp>
 
 #include "deltagen/deltagen.h"
-#include "runtime/chat_template.h"
+#include "chat/chat_template.h"
 #include "runtime/text_stream.h"
 #include "runtime_fixtures.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {
@@ -34,52 +37,70 @@ GenerationOptions greedy(int64_t new_tokens) {
   return o;
 }
 
-TEST(ChatTemplate, RendersQwenTurns) {
-  EXPECT_EQ(render_chat_turn({"Be brief.", "Hi", true}, PreviousTurn::None),
+TEST(ChatTemplate, TheBuiltInFormatIsChatMLWithQwensGenerationPrompt) {
+  using nlohmann::ordered_json;
+  ChatRenderInputs in;
+  in.messages = ordered_json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
+  EXPECT_EQ(ChatTemplate::builtin().render(in),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
-  EXPECT_EQ(render_chat_turn({"", "Hi", false}, PreviousTurn::None),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-  // Later turns: the system prompt is not repeated; the previous reply is closed if it was cut off.
-  EXPECT_EQ(render_chat_turn({"Be brief.", "And?", false}, PreviousTurn::EndedByEos),
-            "\n<|im_start|>user\nAnd?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-  EXPECT_EQ(render_chat_turn({"", "And?", true}, PreviousTurn::Unfinished),
-            "<|im_end|>\n<|im_start|>user\nAnd?<|im_end|>\n<|im_start|>assistant\n<think>\n");
+  in.kwargs = {{"enable_thinking", false}};
+  in.messages.push_back({{"role", "assistant"}, {"content", "Hello."}});
+  in.add_generation_prompt = false;
+  EXPECT_EQ(ChatTemplate::builtin().render(in),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n");
+  in.add_generation_prompt = true;
+  EXPECT_TRUE(ChatTemplate::builtin().render(in).ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  in.tools = ordered_json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  EXPECT_THROW(ChatTemplate::builtin().render(in), Error);  // no tools in the built-in format
 }
 
 TEST(ChatTemplate, TheTinyTokenizerKnowsTheChatTokens) {
   const Tokenizer& tok = golden_chat_engine()->tokenizer();
   EXPECT_EQ(tok.encode("<|im_start|>user\nhello<|im_end|>"),
             (std::vector<int64_t>{test::kImStartId, 'u', 's', 'e', 'r', '\n', 256, 257, 'o', test::kImEndId}));
-  EXPECT_EQ(chat_stop_ids(tok), (std::vector<int64_t>{test::kImEndId, test::kEndOfTextId}));
+  EXPECT_EQ(reply_end_ids(tok), (std::vector<int64_t>{test::kImEndId, test::kEndOfTextId}));
 }
 
-TEST(Chat, TurnTwoRunsOnlyItsOwnTokensAndEqualsOneRunOverTheConversation) {
+// What the built-in format renders for these messages (thinking off).
+std::vector<int64_t> rendered(const nlohmann::ordered_json& messages, bool generation_prompt) {
+  ChatRenderInputs in;
+  in.messages = messages;
+  in.kwargs = {{"enable_thinking", false}};
+  in.add_generation_prompt = generation_prompt;
+  return golden_chat_engine()->encode(ChatTemplate::builtin().render(in));
+}
+
+TEST(Chat, TurnTwoGoesBackToTheEndOfTurnOnesMessageAndEqualsOneRunOverItsPrompt) {
+  using nlohmann::ordered_json;
   Chat chat(golden_chat_engine(), {.system_prompt = "You are terse.", .thinking = false});
-  const GenerationResult turn1 = chat.send("hello there", greedy(8));
-  const std::vector<int64_t> after_turn1 = chat.conversation().tokens();
-  const std::string turn1_text = render_chat_turn({"You are terse.", "hello there", false}, PreviousTurn::None);
-  EXPECT_EQ(turn1.prefilled_tokens, int64_t(golden_chat_engine()->encode(turn1_text).size()));
-  EXPECT_EQ(after_turn1.size(), golden_chat_engine()->encode(turn1_text).size() + turn1.generated_ids.size());
+  const ChatReply turn1 = chat.send("hello there", greedy(8));
+  ordered_json messages = ordered_json::array({{{"role", "system"}, {"content", "You are terse."}},
+                                               {{"role", "user"}, {"content", "hello there"}}});
+  const std::vector<int64_t> message1_end = rendered(messages, false);
+  EXPECT_EQ(turn1.prefilled_tokens, int64_t(rendered(messages, true).size()));
+  EXPECT_EQ(turn1.reprefilled_tokens, 0);
+  EXPECT_EQ(turn1.content, turn1.text);  // no reasoning, no tools
+  ASSERT_EQ(chat.messages().size(), 2u);
+  EXPECT_EQ(chat.messages()[1].role, "assistant");
+  EXPECT_EQ(chat.messages()[1].content, turn1.content);
 
-  const GenerationResult turn2 = chat.send("and then?", greedy(8));
-  const PreviousTurn previous =
-      turn1.stop_reason == StopReason::Eos ? PreviousTurn::EndedByEos : PreviousTurn::Unfinished;
-  const std::vector<int64_t> turn2_ids =
-      golden_chat_engine()->encode(render_chat_turn({"You are terse.", "and then?", false}, previous));
-  // Its own tokens plus the previous reply's last token (chosen, not yet run).
-  EXPECT_EQ(turn2.prompt_tokens, int64_t(turn2_ids.size()));
-  EXPECT_EQ(turn2.prefilled_tokens, int64_t(turn2_ids.size()) + 1);
+  // Turn 2's prompt renders reply 1 without turn 1's generation prompt
+  // (<think></think>), so the state goes back to the end of message 1 and
+  // runs the re-rendered reply and the new message from there.
+  const ChatReply turn2 = chat.send("and then?", greedy(8));
+  messages.push_back({{"role", "assistant"}, {"content", turn1.content}});
+  const int64_t history_end = int64_t(rendered(messages, false).size());
+  messages.push_back({{"role", "user"}, {"content", "and then?"}});
+  const std::vector<int64_t> prompt2 = rendered(messages, true);
+  EXPECT_EQ(turn2.prefilled_tokens, int64_t(prompt2.size() - message1_end.size()));
+  EXPECT_EQ(turn2.reprefilled_tokens, history_end - int64_t(message1_end.size()));
+  EXPECT_GT(turn2.reprefilled_tokens, int64_t(turn1.generated_ids.size()));
 
-  // One fresh run over the concatenated conversation gives the same reply.
-  std::vector<int64_t> whole = after_turn1;
-  whole.insert(whole.end(), turn2_ids.begin(), turn2_ids.end());
+  // The same reply as one fresh run over turn 2's whole prompt.
   Conversation fresh(golden_chat_engine());
   GenerationOptions o = greedy(8);
-  o.extra_stop_ids = chat_stop_ids(golden_chat_engine()->tokenizer());
-  const GenerationResult single = fresh.generate(whole, o);
-  EXPECT_EQ(turn2.generated_ids, single.generated_ids);
-  EXPECT_EQ(turn2.text, single.text);
-  EXPECT_EQ(chat.conversation().tokens(), fresh.tokens());
+  o.extra_stop_ids = reply_end_ids(golden_chat_engine()->tokenizer());
+  EXPECT_EQ(turn2.generated_ids, fresh.generate(prompt2, o).generated_ids);
 }
 
 TEST(Chat, StreamedPiecesAddUpToTheDecodedReply) {
@@ -89,11 +110,35 @@ TEST(Chat, StreamedPiecesAddUpToTheDecodedReply) {
   const GenerationResult r = c.generate(std::string_view("hello"), greedy(12), [&](std::string_view text, int64_t id) {
     streamed += text;
     seen.push_back(id);
+    return true;
   });
   EXPECT_EQ(seen, r.generated_ids);
   EXPECT_EQ(streamed, r.text);
   EXPECT_EQ(r.text, golden_chat_engine()->tokenizer().decode(r.generated_ids, {.skip_special_tokens = true}));
   EXPECT_FALSE(r.text.empty());
+}
+
+TEST(Chat, ACallbackReturningFalseStopsTheSequenceAfterThatToken) {
+  Conversation full(golden_chat_engine());
+  GenerationOptions o = greedy(12);
+  o.stop_at_eos = false;
+  const GenerationResult whole = full.generate(test::golden_prompt_ids(), o);
+  ASSERT_EQ(whole.generated_ids.size(), 12u);
+
+  Conversation c(golden_chat_engine());
+  int calls = 0;
+  const GenerationResult r = c.generate(test::golden_prompt_ids(), o, [&](std::string_view, int64_t) {
+    return ++calls < 3;  // stop on the third token
+  });
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(r.stop_reason, StopReason::Cancelled);
+  EXPECT_STREQ(stop_reason_name(r.stop_reason), "cancelled");
+  EXPECT_EQ(r.generated_ids, std::vector<int64_t>(whole.generated_ids.begin(), whole.generated_ids.begin() + 3));
+  // The conversation holds the cancelled reply and goes on from it as from any other stop.
+  EXPECT_EQ(c.length(), int64_t(test::golden_prompt_ids().size()) + 3);
+  o.max_new_tokens = 2;
+  const GenerationResult more = c.generate(std::span<const int64_t>(), o);
+  EXPECT_EQ(more.generated_ids[0], whole.generated_ids[3]);
 }
 
 TEST(Chat, StopStringEndsTheTextBeforeIt) {
@@ -104,7 +149,10 @@ TEST(Chat, StopStringEndsTheTextBeforeIt) {
   o.stop_strings = {"w381"};
   std::string streamed;
   const GenerationResult r =
-      c.generate(test::golden_prompt_ids(), o, [&](std::string_view text, int64_t) { streamed += text; });
+      c.generate(test::golden_prompt_ids(), o, [&](std::string_view text, int64_t) {
+        streamed += text;
+        return true;
+      });
   EXPECT_EQ(r.generated_ids, (std::vector<int64_t>{77, 490, 490, 381}));
   EXPECT_EQ(r.stop_reason, StopReason::StopString);
   EXPECT_EQ(r.text, "Mw490w490");
@@ -127,7 +175,8 @@ TEST(Chat, IdsTheTokenizerDoesNotKnowHaveNoText) {
 TEST(Chat, ThinkingOnStartsTheReplyInsideAThinkBlock) {
   Chat thinking(golden_chat_engine(), {.thinking = true});
   thinking.send("hi", greedy(2));
-  const auto prompt = golden_chat_engine()->encode(render_chat_turn({"", "hi", true}, PreviousTurn::None));
+  thinking.set_messages({thinking.messages()[0]});
+  const auto prompt = golden_chat_engine()->encode(thinking.render());
   ASSERT_GE(prompt.size(), 3u);
   EXPECT_EQ(std::vector<int64_t>(prompt.end() - 3, prompt.end()), (std::vector<int64_t>{'\n', test::kThinkId, '\n'}));
   const auto& tokens = thinking.conversation().tokens();
@@ -154,13 +203,16 @@ TEST(ChatCli, EachTurnRunsOnlyItsTokensAndMatchesTheLibrary) {
   ASSERT_EQ(turns.size(), 2u) << r.out;
 
   Chat chat(golden_chat_engine(), {.system_prompt = "You are terse.", .thinking = false});
-  const GenerationResult t1 = chat.send("hello there", greedy(6));
-  const GenerationResult t2 = chat.send("and then?", greedy(6));
+  const ChatReply t1 = chat.send("hello there", greedy(6));
+  const ChatReply t2 = chat.send("and then?", greedy(6));
   EXPECT_EQ(turns[0].at("generated_ids").get<std::vector<int64_t>>(), t1.generated_ids);
   EXPECT_EQ(turns[1].at("generated_ids").get<std::vector<int64_t>>(), t2.generated_ids);
   EXPECT_EQ(turns[1].at("text").get<std::string>(), t2.text);
+  EXPECT_EQ(turns[1].at("content").get<std::string>(), t2.content);
   EXPECT_EQ(turns[0].at("prefilled_tokens").get<int64_t>(), t1.prefilled_tokens);
   EXPECT_EQ(turns[1].at("prefilled_tokens").get<int64_t>(), t2.prefilled_tokens);
+  EXPECT_EQ(turns[1].at("reprefilled_tokens").get<int64_t>(), t2.reprefilled_tokens);
+  EXPECT_GT(t2.reprefilled_tokens, 0);
   EXPECT_LT(t2.prefilled_tokens, chat.conversation().length() - int64_t(t2.generated_ids.size()));
   EXPECT_EQ(turns[1].at("conversation_tokens").get<int64_t>(), chat.conversation().length());
 }
@@ -253,17 +305,6 @@ TEST(GenerateCli, UnsupportedTokenizerIsAOneLineError) {
   const auto chat = test::run_cli_with_input({"chat", "--model", (tmp / "model").string()}, "hi\n");
   EXPECT_EQ(chat.exit_code, 1);
   EXPECT_NE(chat.err.find("model type 'Unigram' is not supported"), std::string::npos) << chat.err;
-}
-
-TEST(GenerateCli, ChatNeedsQwenChatTokens) {
-  TempDir tmp;
-  auto tokenizer = nlohmann::json::parse(test::tiny_tokenizer_json());
-  tokenizer["added_tokens"].erase(tokenizer["added_tokens"].size() - 2);  // drop <|im_start|>
-  test::copy_model_with_tokenizer(test::golden_model_dir(), tmp / "model", tokenizer.dump(),
-                                  test::tiny_tokenizer_config_json());
-  const auto r = test::run_cli({"generate", "--model", (tmp / "model").string(), "--prompt", "hi", "--chat"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: chat: the tokenizer has no <|im_start|> token (the built-in chat format is Qwen's)\n");
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

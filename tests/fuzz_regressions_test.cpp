@@ -15,9 +15,10 @@
 #include "runtime/generator.h"
 #include "runtime/snapshot.h"
 #include "runtime_fixtures.h"
+#include "serve/openai_request.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace deltagen {
@@ -151,6 +152,21 @@ TEST(FuzzRegressions, RewriteRefusesMatMulNBitsWithOverflowingDims) {
   node->mutable_attribute(3)->set_i(int64_t(1) << 62);  // N
   s = ortext::use_deltagen_kernels(model);
   EXPECT_EQ(s.kept["K or N out of range"], 1);
+}
+
+// serve_request_fuzz (seconds into its first run): a number beyond a double
+// ("temperature": 1e400) is valid JSON that nlohmann refuses with
+// out_of_range, not parse_error; it escaped parse_body and the server
+// answered 500. It is now a 400 like any unreadable body.
+TEST(FuzzRegressions, RequestBodyWithHugeNumberIs400) {
+  try {
+    serve::parse_body(R"({"messages": [{"role": "user", "content": "hi"}], "temperature": 1e400})");
+    ADD_FAILURE() << "accepted";
+  } catch (const serve::ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.type, "invalid_request_error");
+    EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

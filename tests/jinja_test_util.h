@@ -13,7 +13,7 @@
 
 #include "chat/jinja/jinja.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::test {
 

@@ -27,7 +27,7 @@
 #include "runtime_fixtures.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace deltagen {

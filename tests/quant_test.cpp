@@ -20,7 +20,7 @@
 #include "quant/block_quant.h"
 #include "synth/synth.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

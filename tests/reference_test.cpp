@@ -16,7 +16,7 @@
 #include "checkpoint/checkpoint.h"
 #include "reference/qwen35_reference.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace deltagen {

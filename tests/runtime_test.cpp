@@ -22,7 +22,7 @@
 #include "runtime/generation.h"
 #include "runtime_fixtures.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace deltagen {

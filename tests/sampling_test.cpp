@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/sampling.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

@@ -16,7 +16,7 @@
 #include "runtime/snapshot.h"
 #include "runtime_fixtures.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

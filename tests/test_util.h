@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "runtime/generator.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::test {
 

@@ -22,7 +22,7 @@
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer_corpus.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

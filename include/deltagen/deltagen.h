@@ -1,14 +1,19 @@
 // deltagen's C++ API: load a model folder written by `deltagen build`, then
 // generate from token ids or text, keep a conversation's state between
-// requests, snapshot and restore it, chat in Qwen's format, run a batch.
+// requests, snapshot and restore it, chat through the model's own chat
+// template (tools, reasoning), run a batch.
 //
 //   auto engine = deltagen::Engine::load("out/qwen3.5-0.8b");
 //   deltagen::Chat chat(engine, {.system_prompt = "Be brief."});
 //   deltagen::GenerationOptions options;
 //   options.sampling.temperature = 0.7;
-//   chat.send("Hello!", options, [](std::string_view text, int64_t) { std::cout << text << std::flush; });
+//   deltagen::ChatReply reply = chat.send("Hello!", options, [](std::string_view text, int64_t) {
+//     std::cout << text << std::flush;
+//     return true;  // false stops the reply
+//   });
+//   // reply.reasoning, reply.content, reply.tool_calls
 //
-// Errors are deltagen::Error (util/error.h), one line: "subject: problem".
+// Errors are deltagen::Error (deltagen/error.h), one line: "subject: problem".
 // Objects are not thread-safe; use one Conversation / Chat per thread.
 // No ONNX Runtime type appears here.
 #pragma once
@@ -21,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "deltagen/error.h"
 #include "deltagen/options.h"
 
 namespace deltagen {
@@ -54,6 +60,9 @@ class Engine {
   int64_t context_length() const;  // 0 when the model does not say
   int64_t max_length() const;      // the default length of a conversation's state
   const std::vector<int64_t>& eos_token_ids() const;  // genai_config.json eos_token_id
+  // How the checkpoint recommends sampling (genai_config.json "search", from
+  // its generation_config.json): what chats and the server start from.
+  const SamplingOptions& sampling_defaults() const;
   const std::filesystem::path& model_dir() const;
 
   // Whether a tokenizer file is there; tokenizer() loads it (once) and throws
@@ -72,8 +81,10 @@ class Engine {
 };
 
 // Called with each piece of text as it becomes final (empty without a
-// tokenizer) and the token that completed it.
-using StreamCallback = std::function<void(std::string_view text, int64_t token)>;
+// tokenizer) and the token that completed it. Returning false stops the
+// sequence after this token (StopReason::Cancelled): a caller's stop button,
+// a client that went away.
+using StreamCallback = std::function<bool(std::string_view text, int64_t token)>;
 
 // An immutable copy of a conversation's whole state: token history,
 // position, KV cache up to the current length, conv and recurrent states.
@@ -138,33 +149,55 @@ class Conversation {
 
 struct ChatOptions {
   std::string system_prompt;  // empty = none
-  bool thinking = true;       // Qwen3.5 thinks by default; false closes the <think> block up front
+  bool thinking = true;       // the template's enable_thinking (Qwen3.5 thinks unless it is false)
+  std::string tools;          // a JSON list of OpenAI tool definitions; empty = none
+  std::string template_kwargs;  // a JSON object of more template variables; empty = none
+  std::string chat_template;  // Jinja text to use instead of the model folder's; empty = the model's
 };
 
-// A multi-turn chat in Qwen's format (built in; see runtime/chat_template.h)
-// on top of a Conversation: turn n runs only its own tokens.
+// A multi-turn chat rendered by the model's own chat template
+// (chat_template.jinja or tokenizer_config.json's, from the checkpoint; a
+// built-in ChatML format with a warning when the folder has none), on top of
+// a Conversation. Each turn renders the whole conversation; the state is
+// extended where the new prompt continues it, and where the template
+// re-renders history differently (dropped reasoning), the state is restored
+// from the copy kept at the end of the last user message and only the rest
+// runs. Generation stops at the template's turn end (<|im_end|> etc.).
 class Chat {
  public:
   Chat(std::shared_ptr<Engine> engine, ChatOptions options = {}, int64_t max_length = 0);
+  ~Chat();
+  Chat(Chat&&) noexcept;
+  Chat& operator=(Chat&&) noexcept;
 
-  // One user turn; returns the reply (generation also stops at <|im_end|>).
-  GenerationResult send(std::string_view user_message, const GenerationOptions& options,
-                        const StreamCallback& on_text = {});
+  // One user turn; the reply split into reasoning, content and tool calls.
+  ChatReply send(std::string_view user_message, const GenerationOptions& options, const StreamCallback& on_text = {});
+  // Any message (a tool result, a user message with a name, ...).
+  ChatReply send(const ChatMessage& message, const GenerationOptions& options, const StreamCallback& on_text = {});
 
-  ChatOptions& options() { return options_; }
-  Conversation& conversation() { return conversation_; }
-  const Conversation& conversation() const { return conversation_; }
+  // The prompt the template renders for the conversation so far.
+  std::string render(bool add_generation_prompt = true) const;
+  const std::vector<ChatMessage>& messages() const;
+  // Replaces the conversation's messages (e.g. undo, or a saved chat). The
+  // state is left as it is: the next turn runs whatever no longer matches.
+  void set_messages(std::vector<ChatMessage> messages);
+  void reset();  // no messages, empty state
+
+  const ChatOptions& options() const;
+  void set_options(ChatOptions options);  // throws Error for bad tools / kwargs JSON or template
+  const std::string& template_name() const;  // the file it came from, or "built-in"
+  Conversation& conversation();
+  const Conversation& conversation() const;
 
  private:
-  std::shared_ptr<Engine> engine_;
-  ChatOptions options_;
-  Conversation conversation_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Several independent prompts at once (batch = prompts.size()): each row has
 // its own sampler (seed + row), stop condition and state; results are in
-// prompt order. on_text receives the row index too.
-using BatchStreamCallback = std::function<void(int64_t row, std::string_view text, int64_t token)>;
+// prompt order. on_text receives the row index too; false stops that row.
+using BatchStreamCallback = std::function<bool(int64_t row, std::string_view text, int64_t token)>;
 std::vector<GenerationResult> generate_batch(Engine& engine, std::span<const std::vector<int64_t>> prompts,
                                              const GenerationOptions& options, int64_t max_length = 0,
                                              const BatchStreamCallback& on_text = {});

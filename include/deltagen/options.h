@@ -44,8 +44,10 @@ enum class StopReason {
   Eos,           // generated an EOS / stop id (it is the last generated id)
   StopString,    // the text reached a stop string (the text ends before it)
   Length,        // the sequence filled its maximum length
+  Cancelled,     // the stream callback returned false (the last generated id is the one it was given)
 };
-const char* stop_reason_name(StopReason reason);  // "max_new_tokens", "eos", "stop_string", "length"
+// "max_new_tokens", "eos", "stop_string", "length", "cancelled"
+const char* stop_reason_name(StopReason reason);
 
 struct GenerationResult {
   std::vector<int64_t> generated_ids;
@@ -65,6 +67,38 @@ struct GenerationResult {
 
   double prompt_tokens_per_second() const { return prefill_seconds > 0 ? double(prefilled_tokens) / prefill_seconds : 0; }
   double generation_tokens_per_second() const { return decode_seconds > 0 ? double(decode_steps) / decode_seconds : 0; }
+};
+
+// ---- chat ------------------------------------------------------------------------
+
+// A function call the model made, as OpenAI's API shows it.
+struct ToolCall {
+  std::string id;         // "call_" + 16 hex digits
+  std::string name;
+  std::string arguments;  // a JSON object, as text
+};
+
+// One message of a conversation, as chat templates read it (OpenAI's fields,
+// plus reasoning_content for an assistant's thinking).
+struct ChatMessage {
+  std::string role;               // system, user, assistant, tool
+  std::string content;
+  std::string reasoning_content;  // assistant: its thinking (the template decides whether history shows it)
+  std::vector<ToolCall> tool_calls;  // assistant
+  std::string tool_call_id;       // tool: the call it answers
+  std::string name;               // optional
+};
+
+// A chat reply: the generation, and its text split as the template's
+// inverse reads it (chat/output_parser.h).
+struct ChatReply : GenerationResult {
+  std::string reasoning;  // inside <think> ... </think>
+  std::string content;
+  std::vector<ToolCall> tool_calls;
+  // Tokens of the history run again because the template rendered it
+  // differently from what was generated (Qwen3.5 drops the reasoning of
+  // earlier replies); 0 when the history was extended as it stood.
+  int64_t reprefilled_tokens = 0;
 };
 
 }  // namespace deltagen

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace fs = std::filesystem;

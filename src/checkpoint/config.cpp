@@ -3,7 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

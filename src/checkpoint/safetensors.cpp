@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/atomic_file.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/half.h"
 
 namespace deltagen {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/graph_builder.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::graph {
 namespace fs = std::filesystem;

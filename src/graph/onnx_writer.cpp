@@ -4,7 +4,7 @@
 #include <string>
 
 #include "util/atomic_file.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::graph {
 namespace fs = std::filesystem;

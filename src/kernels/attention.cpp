@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kernels/attention_impl.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::kernels {
 

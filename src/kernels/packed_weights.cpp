@@ -5,7 +5,7 @@
 #include <new>
 #include <string>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/half.h"
 
 namespace deltagen::kernels {

@@ -12,7 +12,7 @@
 #include "runtime/generator.h"
 #include "runtime/sampling.h"
 #include "runtime/session.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::measure {
 

@@ -4,7 +4,7 @@
 
 #include "tools/args.h"
 #include "tools/build_args.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::measure {
 

@@ -19,7 +19,7 @@
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "synth/synth.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::measure {
 

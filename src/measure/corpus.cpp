@@ -7,7 +7,7 @@
 #include <string>
 
 #include "tokenizer/tokenizer.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::measure {
 

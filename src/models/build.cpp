@@ -3,17 +3,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/generation_config.h"
 #include "graph/onnx_writer.h"
 #include "models/precision_plan.h"
 #include "models/qwen35.h"
 #include "util/atomic_file.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace fs = std::filesystem;
@@ -22,8 +25,20 @@ namespace {
 
 constexpr const char* kModelFile = "model.onnx";
 
-// onnxruntime-genai's genai_config.json (model + search sections) for the text-only model.
-nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, int64_t context_length) {
+// The EOS ids of config.json, then those generation_config.json adds.
+std::vector<int64_t> all_eos_ids(const ModelConfig& cfg, const std::optional<GenerationDefaults>& gen) {
+  std::vector<int64_t> ids = cfg.eos_token_ids;
+  if (gen)
+    for (int64_t id : gen->eos_token_ids)
+      if (id >= 0 && id < cfg.vocab_size && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  return ids;
+}
+
+// onnxruntime-genai's genai_config.json (model + search sections) for the
+// text-only model. "search" carries generation_config.json's sampling (greedy
+// without one), as onnxruntime-genai's builder does.
+nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, int64_t context_length,
+                            const std::optional<GenerationDefaults>& gen) {
   using nlohmann::json;
   json model = {
       {"context_length", context_length},
@@ -50,7 +65,7 @@ nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, in
   };
   // As upstream: one eos id is written as a number, several as a list; pad
   // falls back to the (first) eos id; bos is left out when the model has none.
-  const auto& eos = cfg.eos_token_ids;
+  const std::vector<int64_t> eos = all_eos_ids(cfg, gen);
   if (eos.size() == 1) model["eos_token_id"] = eos[0];
   else if (!eos.empty()) model["eos_token_id"] = eos;
   if (cfg.bos_token_id >= 0) model["bos_token_id"] = cfg.bos_token_id;
@@ -64,6 +79,15 @@ nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, in
       {"past_present_share_buffer", true}, {"repetition_penalty", 1.0}, {"temperature", 1.0},
       {"top_k", 1},                 {"top_p", 1.0},
   };
+  if (gen) {
+    search["do_sample"] = gen->do_sample;
+    if (gen->temperature) search["temperature"] = *gen->temperature;
+    if (gen->top_k) search["top_k"] = *gen->top_k;
+    if (gen->top_p) search["top_p"] = *gen->top_p;
+    if (gen->min_p) search["min_p"] = *gen->min_p;
+    if (gen->repetition_penalty) search["repetition_penalty"] = *gen->repetition_penalty;
+    if (gen->presence_penalty) search["presence_penalty"] = *gen->presence_penalty;
+  }
   return {{"model", model}, {"search", search}};
 }
 
@@ -141,7 +165,9 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
   report.weight_bytes = written.weight_bytes;
   report.external_data = written.external;
 
-  write_file_atomic(dir.path() / "genai_config.json", genai_config(cfg, opts, report.context_length).dump(4) + "\n");
+  const std::optional<GenerationDefaults> gen = read_generation_config(ckpt.dir());
+  write_file_atomic(dir.path() / "genai_config.json",
+                    genai_config(cfg, opts, report.context_length, gen).dump(4) + "\n");
   copy_files_into(ckpt.tokenizer_files(), dir.path());
   dir.commit();
   return report;

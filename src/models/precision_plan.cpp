@@ -1,6 +1,6 @@
 #include "models/precision_plan.h"
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "models/qwen35_graph.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

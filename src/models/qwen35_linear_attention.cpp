@@ -14,7 +14,7 @@
 
 #include "models/qwen35.h"
 #include "models/qwen35_graph.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::qwen35 {
 

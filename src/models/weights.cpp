@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "quant/parallel.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/half.h"
 
 namespace deltagen {

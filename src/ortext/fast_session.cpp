@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ortext/deltagen_ops.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::ortext {
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 #include "ortext/kernel_attributes.h"
 #include "ortext/ort_parallel.h"
 #include "ortext/shape_inference.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::ortext {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "ortext/graph_index.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::ortext {
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "quant/parallel.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::quant {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

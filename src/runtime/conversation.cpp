@@ -1,11 +1,10 @@
-// Snapshot, Conversation and Chat of the public API.
+// Snapshot and Conversation of the public API.
 #include <algorithm>
 
-#include "runtime/chat_template.h"
 #include "runtime/engine_impl.h"
 #include "runtime/generation.h"
 #include "runtime/generator.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 
@@ -71,7 +70,7 @@ GenerationResult Conversation::generate(std::span<const int64_t> prompt, const G
     return feed;
   }()};
   TokenCallback callback;
-  if (on_text) callback = [&](int64_t, int64_t token, std::string_view text) { on_text(text, token); };
+  if (on_text) callback = [&](int64_t, int64_t token, std::string_view text) { return on_text(text, token); };
 
   const int64_t length_before = c.generator.state().length(0);
   GenerationResult result;
@@ -116,30 +115,6 @@ void Conversation::reset() {
   impl_->generator.reset();
   impl_->pending.clear();
   impl_->refresh_tokens();
-}
-
-// ---- Chat -------------------------------------------------------------------------
-
-Chat::Chat(std::shared_ptr<Engine> engine, ChatOptions options, int64_t max_length)
-    : engine_(engine), options_(std::move(options)), conversation_(engine, max_length) {
-  chat_stop_ids(engine_->tokenizer());  // checks that the tokenizer is a Qwen chat tokenizer
-}
-
-GenerationResult Chat::send(std::string_view user_message, const GenerationOptions& options,
-                            const StreamCallback& on_text) {
-  const std::vector<int64_t> stop_ids = chat_stop_ids(engine_->tokenizer());
-  const std::vector<int64_t>& history = conversation_.tokens();
-  PreviousTurn previous = PreviousTurn::None;
-  if (!history.empty())
-    previous = std::find(stop_ids.begin(), stop_ids.end(), history.back()) != stop_ids.end() ? PreviousTurn::EndedByEos
-                                                                                              : PreviousTurn::Unfinished;
-  const std::string text =
-      render_chat_turn({options_.system_prompt, std::string(user_message), options_.thinking}, previous);
-
-  GenerationOptions o = options;
-  o.extra_stop_ids.insert(o.extra_stop_ids.end(), stop_ids.begin(), stop_ids.end());
-  const std::vector<int64_t> ids = engine_->encode(text);
-  return conversation_.generate(std::span<const int64_t>(ids), o, on_text);
 }
 
 }  // namespace deltagen

@@ -4,7 +4,7 @@
 #include "runtime/engine_impl.h"
 #include "runtime/generation.h"
 #include "runtime/generator.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace fs = std::filesystem;
@@ -70,6 +70,7 @@ int64_t Engine::vocab_size() const { return impl_->model->vocab_size(); }
 int64_t Engine::context_length() const { return impl_->model->config().context_length; }
 int64_t Engine::max_length() const { return impl_->max_length; }
 const std::vector<int64_t>& Engine::eos_token_ids() const { return impl_->model->config().eos_token_ids; }
+const SamplingOptions& Engine::sampling_defaults() const { return impl_->model->config().sampling; }
 const fs::path& Engine::model_dir() const { return impl_->model->dir(); }
 bool Engine::has_tokenizer() const { return !impl_->tokenizer_path.empty(); }
 
@@ -89,7 +90,7 @@ std::vector<GenerationResult> generate_batch(Engine& engine, std::span<const std
   Generator generator(*engine.impl().model, int64_t(prompts.size()), resolve_max_length(engine, max_length));
   const Tokenizer* tokenizer = engine.impl().tokenizer_for(options);
   TokenCallback callback;
-  if (on_text) callback = [&](int64_t row, int64_t token, std::string_view text) { on_text(row, text, token); };
+  if (on_text) callback = [&](int64_t row, int64_t token, std::string_view text) { return on_text(row, text, token); };
   return generate_rows(generator, prompts, options, tokenizer, callback);
 }
 

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {
@@ -29,6 +29,35 @@ std::vector<int64_t> eos_ids(const json& model, const std::string& origin) {
     ids.push_back(v.get<int64_t>());
   }
   return ids;
+}
+
+double optional_number(const json& parent, const char* key, double fallback, const std::string& origin) {
+  auto it = parent.find(key);
+  if (it == parent.end() || it->is_null()) return fallback;
+  if (!it->is_number()) fail(origin, std::string("'search.") + key + "' is not a number");
+  return it->get<double>();
+}
+
+// The "search" section as sampling settings; out-of-range values are the
+// file's error, reported as such.
+SamplingOptions search_sampling(const json& search, const std::string& origin) {
+  SamplingOptions s;
+  if (!search.is_object()) fail(origin, "'search' is not an object");
+  auto sample = search.find("do_sample");
+  if (sample != search.end() && !sample->is_null() && !sample->is_boolean())
+    fail(origin, "'search.do_sample' is not a boolean");
+  const bool do_sample = sample != search.end() && sample->is_boolean() && sample->get<bool>();
+  s.repetition_penalty = optional_number(search, "repetition_penalty", 1.0, origin);
+  if (!(s.repetition_penalty > 0)) fail(origin, "'search.repetition_penalty' must be positive");
+  if (!do_sample) return s;  // greedy
+  s.temperature = optional_number(search, "temperature", 1.0, origin);
+  s.top_k = optional_int(search, "top_k", origin);
+  s.top_p = optional_number(search, "top_p", 1.0, origin);
+  s.min_p = optional_number(search, "min_p", 0.0, origin);
+  s.presence_penalty = optional_number(search, "presence_penalty", 0.0, origin);
+  if (!(s.temperature >= 0) || s.top_k < 0 || !(s.top_p > 0 && s.top_p <= 1) || !(s.min_p >= 0 && s.min_p <= 1))
+    fail(origin, "'search' has a sampling setting out of range");
+  return s;
 }
 
 }  // namespace
@@ -63,6 +92,7 @@ GenaiConfig load_genai_config(const std::filesystem::path& path) {
       cfg.model_filename = f->get<std::string>();
     }
   }
+  if (auto search = j.find("search"); search != j.end()) cfg.sampling = search_sampling(*search, origin);
   return cfg;
 }
 

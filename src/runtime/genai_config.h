@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "deltagen/options.h"
+
 namespace deltagen {
 
 struct GenaiConfig {
@@ -15,6 +17,9 @@ struct GenaiConfig {
   int64_t context_length = 0;                  // longest sequence the model serves; 0 = unknown
   int64_t vocab_size = 0;                      // 0 = unknown
   std::vector<int64_t> eos_token_ids;          // eos_token_id may be a number or a list
+  // "search": how the checkpoint recommends sampling (its generation_config.json,
+  // written there by `deltagen build`). do_sample false (or no section) = greedy.
+  SamplingOptions sampling;
 };
 
 // Throws Error naming the file on a missing file, bad JSON or a wrongly typed key.

@@ -8,7 +8,7 @@
 #include "runtime/sampling.h"
 #include "runtime/text_stream.h"
 #include "tokenizer/tokenizer.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 
@@ -18,6 +18,7 @@ const char* stop_reason_name(StopReason reason) {
     case StopReason::Eos: return "eos";
     case StopReason::StopString: return "stop_string";
     case StopReason::Length: return "length";
+    case StopReason::Cancelled: return "cancelled";
   }
   return "?";
 }
@@ -145,7 +146,10 @@ class BatchLoop {
       if (r.text) piece += r.text->finish();
     }
     if (r.text) r.result.text = r.text->text();
-    if (on_token_) on_token_(row, token, piece);
+    if (on_token_ && !on_token_(row, token, piece) && !r.done) {
+      r.done = true;
+      r.result.stop_reason = StopReason::Cancelled;
+    }
   }
 
   bool all_done() const {

@@ -21,7 +21,8 @@ void check_token_ids(const Model& model, std::span<const int64_t> ids);
 
 // Called for every generated token with the text it completed (empty
 // without a tokenizer, or while a possible stop string is held back).
-using TokenCallback = std::function<void(int64_t row, int64_t token, std::string_view text)>;
+// Returning false stops that row (StopReason::Cancelled).
+using TokenCallback = std::function<bool(int64_t row, int64_t token, std::string_view text)>;
 
 // feeds[b] = the tokens row b appends before it generates (the previous
 // reply's last token, if any, then the new prompt); it must not be empty.

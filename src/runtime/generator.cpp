@@ -5,7 +5,7 @@
 
 #include "runtime/generation.h"
 #include "runtime/tensor.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/half.h"
 
 namespace deltagen {
@@ -150,8 +150,8 @@ LogitsView Generator::run_row(int64_t row, std::span<const int64_t> ids, bool al
 }
 
 LogitsView Generator::step(std::span<const int64_t> tokens) {
-  const int64_t batch = this->batch();
-  if (int64_t(tokens.size()) != batch) fail("runtime", "a decode step needs one token per row");
+  const int64_t batch = int64_t(tokens.size());
+  if (batch < 1 || batch > this->batch()) fail("runtime", "a decode step needs one token per row it runs");
   int64_t width = 0;
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t length = state_.length(b);
@@ -168,12 +168,21 @@ LogitsView Generator::step(std::span<const int64_t> tokens) {
     std::fill(mask_row, mask_row + length + 1, 1);
     std::fill(mask_row + length + 1, mask_row + width, 0);
   }
-  bind_inputs(batch_binding_, batch, 1, width);
+  Ort::IoBinding* binding = &batch_binding_;
+  if (batch < this->batch()) {
+    auto it = first_rows_bindings_.find(batch);
+    if (it == first_rows_bindings_.end()) {
+      it = first_rows_bindings_.emplace(batch, Ort::IoBinding(model_.session())).first;
+      state_.bind_first_rows(it->second, batch);
+    }
+    binding = &it->second;
+  }
+  bind_inputs(*binding, batch, 1, width);
   LogitsView logits;
   try {
-    logits = run(batch_binding_, batch, 1, false);
+    logits = run(*binding, batch, 1, false);
   } catch (const Error&) {
-    state_.reset();
+    for (int64_t b = 0; b < batch; ++b) state_.reset_row(b);  // the graph may have written them in place
     throw;
   }
   for (int64_t b = 0; b < batch; ++b)

@@ -14,6 +14,7 @@
 // positions and wraps them in tensor views.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -57,9 +58,10 @@ class Generator {
   // logits of every fed position [1, ids, vocab] or of the last one [1, 1, vocab].
   LogitsView run_row(int64_t row, std::span<const int64_t> ids, bool all_positions);
 
-  // One decode step for the whole batch: tokens[b] is appended to row b,
+  // One decode step for rows [0, tokens.size()) (the whole batch, or its
+  // first rows: the rest are not run at all): tokens[b] is appended to row b,
   // except for parked rows (HybridState::park), which are fed a dummy token
-  // that changes nothing they keep. Returns [batch, 1, vocab].
+  // that changes nothing they keep. Returns [tokens.size(), 1, vocab].
   LogitsView step(std::span<const int64_t> tokens);
 
   // ids [batch, seq] row-major, the same count for every row: a decode step
@@ -89,6 +91,7 @@ class Generator {
   Ort::RunOptions run_options_;
   Ort::IoBinding batch_binding_;             // the whole state, bound once
   std::vector<Ort::IoBinding> row_bindings_;  // one row's state each (batch > 1 only), bound once
+  std::map<int64_t, Ort::IoBinding> first_rows_bindings_;  // by row count < batch, bound on first use
   // Input and output buffers, sized for the largest run so far (a decode step never grows them).
   std::vector<int64_t> ids_, mask_, positions_;
   std::vector<std::byte> logits_raw_;  // the model's logits dtype

@@ -9,15 +9,13 @@
 #include <immintrin.h>
 #endif
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {
 
 // Best first: the higher logit, then the lower id (a fixed order for ties).
-bool better(const Candidate& a, const Candidate& b) {
-  return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
-}
+bool better(const Candidate& a, const Candidate& b) { return ranks_before(a, b); }
 
 void check(bool ok, const std::string& what) {
   if (!ok) fail("sampling", what);

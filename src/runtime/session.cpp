@@ -8,7 +8,7 @@
 
 #include "ortext/fast_session.h"
 #include "runtime/tensor.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 
 #include "runtime/tensor.h"
 #include "util/atomic_file.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

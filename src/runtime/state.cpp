@@ -7,7 +7,7 @@
 
 #include "kernels/stream_memory.h"
 #include "runtime/tensor.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {
@@ -149,6 +149,52 @@ void HybridState::bind_row(Ort::IoBinding& binding, int64_t row) const {
     binding.BindInput(io_.caches[c].input_name.c_str(), view);
     binding.BindOutput(io_.caches[c].output_name.c_str(), view);
   }
+}
+
+void HybridState::bind_first_rows(Ort::IoBinding& binding, int64_t count) {
+  if (count < 1 || count > batch_) fail("runtime", "cannot bind " + std::to_string(count) + " rows of a batch of " + std::to_string(batch_));
+  if (count == batch_) return bind_all(binding);
+  first_rows_views_.resize(size_t(batch_));
+  std::vector<Ort::Value>& views = first_rows_views_[size_t(count - 1)];
+  if (views.empty()) {
+    const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    for (size_t c = 0; c < io_.caches.size(); ++c) {
+      std::vector<int64_t> shape = row_shape(c);
+      shape[0] = count;
+      std::span<std::byte> first = row_bytes(c, 0);
+      views.push_back(Ort::Value::CreateTensor(cpu, first.data(), first.size() * size_t(count), shape.data(),
+                                               shape.size(), io_.caches[c].dtype));
+    }
+  }
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    binding.BindInput(io_.caches[c].input_name.c_str(), views[c]);
+    binding.BindOutput(io_.caches[c].output_name.c_str(), views[c]);
+  }
+}
+
+void HybridState::copy_row(int64_t from, int64_t to) {
+  check_row(from);
+  check_row(to);
+  if (from == to) return;
+  unpark(from);
+  const int64_t length = this->length(from);
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    std::span<const std::byte> src = row_bytes(c, from);
+    std::span<std::byte> dst = row_bytes(c, to);
+    if (!is_kv(io_.caches[c].kind)) {
+      std::memcpy(dst.data(), src.data(), src.size());
+      continue;
+    }
+    // [1, heads, capacity, head_dim]: per head, only the first `length` positions are valid.
+    const std::vector<int64_t> shape = row_shape(c);
+    const size_t position_bytes = size_t(shape[3]) * float_element_size(io_.caches[c].dtype);
+    const size_t head_stride = size_t(shape[2]) * position_bytes, used = size_t(length) * position_bytes;
+    for (int64_t h = 0; h < shape[1] && used > 0; ++h)
+      std::memcpy(dst.data() + size_t(h) * head_stride, src.data() + size_t(h) * head_stride, used);
+  }
+  Row& r = rows_[size_t(to)];
+  r.tokens = rows_[size_t(from)].tokens;
+  r.parked = false;
 }
 
 void HybridState::append(int64_t row, std::span<const int64_t> ids) {

@@ -49,9 +49,16 @@ class HybridState {
   void reset();                // every row back to the empty zero state
   void reset_row(int64_t row);
 
-  // Binds every buffer as past input and present output: all rows, or one row.
+  // Binds every buffer as past input and present output: all rows, one row,
+  // or the first `count` rows (a batch-`count` view of the same memory, for a
+  // decode step over only the sequences that are running).
   void bind_all(Ort::IoBinding& binding) const;
   void bind_row(Ort::IoBinding& binding, int64_t row) const;
+  void bind_first_rows(Ort::IoBinding& binding, int64_t count);
+
+  // Row `to` becomes a copy of row `from` (its valid KV entries, linear
+  // states and tokens); neither stays parked.
+  void copy_row(int64_t from, int64_t to);
 
   // Records that `row` ran `ids` (after the graph has written their state).
   void append(int64_t row, std::span<const int64_t> ids);
@@ -93,6 +100,7 @@ class HybridState {
   std::vector<std::shared_ptr<uint8_t>> memory_;    // zeroed, owned here, viewed by buffers_
   std::vector<Ort::Value> buffers_;                 // parallel to io_.caches, whole batch
   std::vector<std::vector<Ort::Value>> row_views_;  // [row][cache]: batch-1 views into buffers_
+  std::vector<std::vector<Ort::Value>> first_rows_views_;  // [count-1][cache], made on first use
   std::vector<Row> rows_;
 };
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/half.h"
 
 namespace deltagen {

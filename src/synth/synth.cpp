@@ -9,7 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/half.h"
 
 namespace deltagen {

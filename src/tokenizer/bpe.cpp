@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::tok {
 namespace {

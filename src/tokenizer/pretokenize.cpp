@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/utf8.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::tok {
 namespace {

@@ -14,7 +14,7 @@
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/unicode_nfc.h"
 #include "tokenizer/utf8.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

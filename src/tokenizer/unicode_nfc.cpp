@@ -4,7 +4,7 @@
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::tok {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

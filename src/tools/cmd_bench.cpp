@@ -13,7 +13,7 @@
 #include "measure/bench.h"
 #include "tools/args.h"
 #include "tools/commands.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

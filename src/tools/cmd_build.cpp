@@ -19,7 +19,7 @@
 #include "tools/args.h"
 #include "tools/build_args.h"
 #include "tools/commands.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

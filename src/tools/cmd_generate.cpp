@@ -8,8 +8,17 @@
 //   (none)                  text read from stdin
 // Generation: --max-new-tokens N (256), --temperature T (0 = greedy), --top-k,
 //   --top-p, --min-p, --repetition-penalty, --presence-penalty,
-//   --frequency-penalty, --seed, --stop TEXT, --ignore-eos, --prefill-chunk K (512),
-//   --chat (wrap text in Qwen's chat format) with --system TEXT, --no-think.
+//   --frequency-penalty, --seed, --stop TEXT, --ignore-eos, --prefill-chunk K (512).
+//   --max-new-tokens 0 with --save-state runs the prompt only (e.g. to keep a
+//   long system prompt's state).
+// Chat (the model's own chat template, chat/chat_template.h):
+//   --chat renders the text as a user message; --messages FILE (an OpenAI
+//   messages array) renders a whole conversation (implies --chat); --system
+//   TEXT, --no-think, --tools FILE (OpenAI tool definitions), --chat-kwargs
+//   JSON (any template variable, add_generation_prompt included). Sampling
+//   starts from the model's recommended settings (genai_config.json
+//   "search"); flags override them. --print-prompt writes the rendered prompt
+//   to stdout byte for byte and exits (with --json: {"prompt", "prompt_ids"}).
 // Engine: --threads T, --max-length N (tokens the state holds; default: what
 //   the request needs), --tokenizer PATH.
 // State (one prompt only): --load-state FILE continues a saved conversation
@@ -32,17 +41,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_template.h"
+#include "chat/output_parser.h"
 #include "deltagen/deltagen.h"
-#include "runtime/chat_template.h"
+#include "runtime/genai_config.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/chat_flags.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/generation_flags.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace deltagen {
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr int64_t kDefaultPrefillChunk = 512;
 
@@ -52,8 +66,8 @@ struct GenerateFlags {
   GenerationOptions options;
   std::vector<std::vector<int64_t>> id_prompts;  // from --ids
   std::vector<std::string> text_prompts;         // from --prompt / files / stdin
-  bool chat = false, thinking = true;
-  std::string system_prompt;
+  bool chat = false, print_prompt = false;
+  ChatFlags chat_flags;
   std::string logits_out, save_state, load_state;
   bool json = false;
 
@@ -103,6 +117,8 @@ void read_prompts(Args& args, GenerateFlags& f) {
   else if (prompts_file) {
     f.text_prompts = non_empty_lines(read_file_text(*prompts_file));
     if (f.text_prompts.empty()) fail(*prompts_file, "holds no prompt");
+  } else if (args.has("messages")) {
+    f.text_prompts = {std::string()};  // the conversation comes from the file
   } else if (!::isatty(STDIN_FILENO)) {
     f.text_prompts = {std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>())};
   } else if (!args.has("load-state")) {
@@ -111,17 +127,20 @@ void read_prompts(Args& args, GenerateFlags& f) {
 }
 
 GenerateFlags parse_flags(int argc, char** argv) {
-  Args args(argc, argv, {"json", "stop-at-eos", "ignore-eos", "chat", "no-think"});
+  Args args(argc, argv, {"json", "stop-at-eos", "ignore-eos", "chat", "no-think", "print-prompt"});
   GenerateFlags f;
   f.model_dir = args.require("model");
   read_prompts(args, f);
+  f.chat = args.flag("chat") || args.has("messages");
+  f.chat_flags = parse_chat_flags(args, true);
+  f.print_prompt = args.flag("print-prompt");
   GenerationOptions defaults;
   defaults.prefill_chunk = kDefaultPrefillChunk;
-  f.options = parse_generation_flags(args, defaults);
+  // A chat samples as the checkpoint recommends unless flags say otherwise.
+  if (f.chat) defaults.sampling = load_genai_config(fs::path(f.model_dir) / "genai_config.json").sampling;
+  const bool save_state = args.has("save-state");
+  f.options = parse_generation_flags(args, defaults, save_state ? 0 : 1);
   f.engine = parse_engine_flags(args);
-  f.chat = args.flag("chat");
-  f.thinking = !args.flag("no-think");
-  f.system_prompt = args.get_or("system", "");
   f.logits_out = args.get_or("logits-out", "");
   f.save_state = args.get_or("save-state", "");
   f.load_state = args.get_or("load-state", "");
@@ -129,22 +148,61 @@ GenerateFlags parse_flags(int argc, char** argv) {
   args.finish();
 
   f.options.collect_logits = !f.logits_out.empty();
-  if (f.chat && !f.text_mode()) fail("--chat", "needs a text prompt");
+  if (f.chat && !f.text_mode()) fail("--chat", "needs a text prompt or --messages");
+  if (f.print_prompt && !f.chat) fail("--print-prompt", "needs --chat or --messages");
+  if (f.chat_flags.messages && f.batch() > 1) fail("--messages", "renders one conversation: no batch");
   if (f.batch() > 1 && (!f.logits_out.empty() || !f.save_state.empty() || !f.load_state.empty()))
     fail("generate", "--logits-out, --save-state and --load-state work with one prompt only");
   return f;
 }
 
-// Text -> ids, in the chat format with --chat (continuing `history` when a state was loaded).
+// The text a chat prompt renders to: the model's template over the
+// --messages conversation, or over `text` as one user message.
+std::string render_chat_prompt(const GenerateFlags& f, const std::string& text) {
+  return ChatTemplate::for_model(f.model_dir).render(chat_inputs(f.chat_flags, text));
+}
+
+// Text -> ids; with --chat, the rendered template. A loaded state must be
+// where the rendered conversation starts: only the rest is new.
 std::vector<int64_t> encode_text_prompt(const Engine& engine, const GenerateFlags& f, const std::string& text,
                                         const std::vector<int64_t>& history) {
   if (!f.chat) return text.empty() ? std::vector<int64_t>() : engine.encode(text);
-  const std::vector<int64_t> stops = chat_stop_ids(engine.tokenizer());
-  PreviousTurn previous = PreviousTurn::None;
-  if (!history.empty())
-    previous = std::find(stops.begin(), stops.end(), history.back()) != stops.end() ? PreviousTurn::EndedByEos
-                                                                                    : PreviousTurn::Unfinished;
-  return engine.encode(render_chat_turn({f.system_prompt, text, f.thinking}, previous));
+  const std::vector<int64_t> ids = engine.encode(render_chat_prompt(f, text));
+  if (history.empty()) return ids;
+  if (ids.size() < history.size() || !std::equal(history.begin(), history.end(), ids.begin()))
+    fail(f.load_state, "the saved state is not the start of this conversation's rendered prompt");
+  return std::vector<int64_t>(ids.begin() + ptrdiff_t(history.size()), ids.end());
+}
+
+// --print-prompt: the rendered prompt, byte for byte (no model loaded).
+int print_prompt(const GenerateFlags& f) {
+  const std::string prompt = render_chat_prompt(f, f.text_prompts.empty() ? std::string() : f.text_prompts[0]);
+  if (!f.json) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    return 0;
+  }
+  const Tokenizer tokenizer = Tokenizer::load(f.engine.tokenizer.empty() ? fs::path(f.model_dir) : f.engine.tokenizer);
+  nlohmann::json j;
+  j["prompt"] = prompt;
+  j["prompt_ids"] = tokenizer.encode(prompt);
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+// The reply split as the template's inverse reads it.
+void add_chat_fields(nlohmann::json& row, const GenerateFlags& f, const GenerationResult& r, const std::string& prompt) {
+  ChatOutputParserOptions o;
+  o.starts_in_reasoning = prompt_opens_reasoning(prompt);
+  const nlohmann::ordered_json tools =
+      f.chat_flags.tools_json.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(f.chat_flags.tools_json);
+  o.tools = tools.is_null() ? nullptr : &tools;
+  o.parse_tool_calls = !tools.is_null();
+  const ChatDelta parsed = parse_chat_output(r.text, o);
+  row["reasoning_content"] = parsed.reasoning;
+  row["content"] = parsed.content;
+  row["tool_calls"] = nlohmann::json::array();
+  for (const ToolCall& call : parsed.tool_calls)
+    row["tool_calls"].push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
 }
 
 // The state length a request needs: what is already there + prompt + new
@@ -187,7 +245,7 @@ int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
   std::vector<int64_t> prompt = f.text_mode() ? encode_text_prompt(engine, f, f.text_prompts[0], history)
                                               : (f.id_prompts.empty() ? std::vector<int64_t>() : f.id_prompts[0]);
   if (f.chat) {
-    const auto stops = chat_stop_ids(engine.tokenizer());
+    const auto stops = reply_end_ids(engine.tokenizer());
     f.options.extra_stop_ids.insert(f.options.extra_stop_ids.end(), stops.begin(), stops.end());
   }
   Conversation conversation(engine_ptr,
@@ -196,7 +254,10 @@ int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
 
   const bool stream = f.text_mode() && !f.json;
   StreamCallback on_text;
-  if (stream) on_text = [](std::string_view text, int64_t) { print_text(text); };
+  if (stream) on_text = [](std::string_view text, int64_t) {
+      print_text(text);
+      return true;
+    };
   const GenerationResult r = conversation.generate(std::span<const int64_t>(prompt), f.options, on_text);
 
   if (!f.logits_out.empty()) write_npy_f32(f.logits_out, r.logits.data(), {r.logits_rows, r.vocab});
@@ -205,6 +266,7 @@ int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
   if (f.json) {
     nlohmann::json row = result_json(r);
     row["prompt_ids"] = prompt;
+    if (f.chat) add_chat_fields(row, f, r, render_chat_prompt(f, f.text_prompts[0]));
     nlohmann::json j = row;
     j["model"] = f.model_dir;
     j["batch"] = 1;
@@ -231,7 +293,7 @@ int run_batch(Engine& engine, GenerateFlags& f) {
     for (const std::string& text : f.text_prompts) prompts.push_back(encode_text_prompt(engine, f, text, {}));
   }
   if (f.chat) {
-    const auto stops = chat_stop_ids(engine.tokenizer());
+    const auto stops = reply_end_ids(engine.tokenizer());
     f.options.extra_stop_ids.insert(f.options.extra_stop_ids.end(), stops.begin(), stops.end());
   }
   int64_t longest = 0;
@@ -266,6 +328,7 @@ int run_batch(Engine& engine, GenerateFlags& f) {
 
 int cmd_generate(int argc, char** argv) {
   GenerateFlags f = parse_flags(argc, argv);
+  if (f.print_prompt) return print_prompt(f);
   std::shared_ptr<Engine> engine = Engine::load(f.model_dir, f.engine);
   return f.batch() > 1 ? run_batch(*engine, f) : run_single(engine, f);
 }

@@ -9,7 +9,7 @@
 #include "graph/model_summary.h"
 #include "tools/args.h"
 #include "tools/commands.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

@@ -18,7 +18,7 @@
 #include "reference/qwen35_reference.h"
 #include "tools/args.h"
 #include "tools/commands.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 #include "util/npy.h"
 
 namespace deltagen {

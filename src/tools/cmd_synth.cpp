@@ -6,7 +6,7 @@
 #include "synth/synth.h"
 #include "tools/args.h"
 #include "tools/commands.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 

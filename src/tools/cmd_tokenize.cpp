@@ -11,7 +11,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

@@ -2,11 +2,11 @@
 
 #include <cstdio>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 
-GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& defaults) {
+GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& defaults, int64_t min_new_tokens) {
   GenerationOptions o = defaults;
   SamplingOptions& s = o.sampling;
   s.temperature = args.get_double("temperature", s.temperature);
@@ -21,7 +21,8 @@ GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& de
   s.seed = uint64_t(seed);
 
   o.max_new_tokens = args.get_int("max-new-tokens", o.max_new_tokens);
-  if (o.max_new_tokens < 1) fail("--max-new-tokens", "must be at least 1");
+  if (o.max_new_tokens < min_new_tokens)
+    fail("--max-new-tokens", min_new_tokens == 0 ? "must not be negative" : "must be at least 1 (0 only with --save-state)");
   o.prefill_chunk = args.get_int("prefill-chunk", o.prefill_chunk);
   if (o.prefill_chunk < 0) fail("--prefill-chunk", "must be 0 (whole prompt) or a positive number of tokens");
   if (auto stop = args.get("stop")) {

@@ -15,7 +15,8 @@ namespace deltagen {
 // --presence-penalty --frequency-penalty --seed --max-new-tokens
 // --prefill-chunk --stop --ignore-eos (--stop-at-eos: the default, accepted);
 // what a flag does not set keeps its value in `defaults`.
-GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& defaults);
+// --max-new-tokens must be at least `min_new_tokens` (0: a prefill-only run).
+GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& defaults, int64_t min_new_tokens = 1);
 
 // --threads --max-length --tokenizer --kernels
 EngineOptions parse_engine_flags(Args& args);

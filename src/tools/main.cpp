@@ -5,7 +5,7 @@
 #include <string>
 
 #include "tools/commands.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace {
 
@@ -25,11 +25,13 @@ const Command kCommands[] = {
     {"tokenize", deltagen::cmd_tokenize, "encode text to token ids or decode ids to text"},
     {"bench", deltagen::cmd_bench, "measure prompt/generation speed (one model, or two alternately with --vs)"},
     {"compare", deltagen::cmd_compare, "measure how far one model's logits are from another's or the reference"},
+    {"serve", deltagen::cmd_serve, "serve a model over an OpenAI-compatible HTTP API, with a web chat page"},
+    {"bench-serve", deltagen::cmd_bench_serve, "measure the server: concurrent streams, a cached conversation, HTTP cost"},
 };
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: deltagen <command> [flags]\n\ncommands:\n");
-  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.help);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.help);
   std::fprintf(out, "\nSee README.md for the flags of each command.\n");
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "util/atomic_file.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen {
 namespace {

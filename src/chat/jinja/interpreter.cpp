@@ -6,7 +6,7 @@
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/problem.h"
 #include "chat/jinja/work.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::jinja {
 

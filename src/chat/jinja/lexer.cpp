@@ -5,7 +5,7 @@
 
 #include "chat/jinja/pystr.h"
 #include "tokenizer/utf8.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::jinja {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::jinja {
 

@@ -4,7 +4,7 @@
 #include "chat/jinja/jinja.h"
 #include "chat/jinja/lexer.h"
 #include "chat/jinja/parser.h"
-#include "util/error.h"
+#include "deltagen/error.h"
 
 namespace deltagen::jinja {
 

@@ -1,0 +1,393 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "runtime/engine_impl.h"
+#include "runtime/generation.h"
+#include "runtime/generator.h"
+#include "runtime/logprobs.h"
+#include "runtime/sampling.h"
+#include "runtime/snapshot.h"
+#include "runtime/text_stream.h"
+#include "runtime/token_table.h"
+
+namespace deltagen::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+constexpr int64_t kMaxTopLogprobs = 20;  // OpenAI's limit
+
+}  // namespace
+
+struct Scheduler::Sequence {
+  std::shared_ptr<SequenceStream> stream = std::make_shared<SequenceStream>();
+  SequenceRequest request;
+  std::vector<int64_t> stop_ids;
+  Clock::time_point submitted = Clock::now();
+  int64_t row = -1;
+  size_t fed = 0;  // prompt tokens in the row's state (restored or run)
+  std::optional<Sampler> sampler;
+  std::optional<TextStream> text;
+  std::vector<int64_t> generated;
+  int64_t next_token = -1;  // chosen, not yet run
+  std::optional<StopReason> stop;
+  SequenceEnd end;
+  std::optional<JsonGrammar> grammar;  // the reply's constraint, once active
+  const TokenTable* tokens = nullptr;  // with a grammar: the ids it may take
+};
+
+// Everything the worker thread owns: the state rows and the sequences in them.
+class Scheduler::Worker {
+ public:
+  Worker(Scheduler& owner, Model& model, int64_t parallel, int64_t max_length, const Tokenizer* tokenizer)
+      : owner_(owner), generator_(model, parallel, max_length), tokenizer_(tokenizer) {}
+
+  bool busy() const { return prefilling_ || !decoding_.empty(); }
+  bool can_admit() const { return !prefilling_ && int64_t(decoding_.size()) < generator_.batch(); }
+  int64_t running() const { return int64_t(decoding_.size()) + (prefilling_ ? 1 : 0); }
+
+  void admit(std::unique_ptr<Sequence> s) {
+    s->end.queue_seconds = seconds_since(s->submitted);
+    s->row = int64_t(decoding_.size());  // rows past the decoders are free
+    if (s->stream->cancelled()) return finish(*s, StopReason::Cancelled);
+    const std::span<const int64_t> prompt = s->request.prompt;
+    HybridState& state = generator_.state();
+    std::shared_ptr<const StateSnapshot> cached;
+    // At least the last prompt token must run: its logits choose the first reply token.
+    if (owner_.cache_) cached = owner_.cache_->find(prompt.first(prompt.size() - 1));
+    state.reset_row(s->row);
+    if (cached) {
+      try {
+        restore_row(state, s->row, generator_.vocab(), *cached, "prompt cache");
+        s->fed = size_t(cached->length);
+      } catch (const Error&) {
+        state.reset_row(s->row);  // a snapshot of another shape: run the whole prompt
+      }
+    }
+    s->end.cached_tokens = int64_t(s->fed);
+    const SamplingOptions& sampling = s->request.options.sampling;
+    s->sampler.emplace(sampling, generator_.vocab(), sampling.seed);
+    s->sampler->begin(prompt);
+    if (tokenizer_) s->text.emplace(*tokenizer_, s->request.options.stop_strings);
+    if (s->request.grammar) {
+      s->tokens = &token_table(s->stop_ids);
+      if (s->request.grammar_after < 0) s->grammar.emplace(*s->request.grammar);
+    }
+    prefilling_ = std::move(s);
+  }
+
+  // One prefill run of the prefilling sequence, then one decode step of the others.
+  void iterate() {
+    if (prefilling_) prefill_chunk();
+    if (!decoding_.empty()) decode_step();
+  }
+
+  void cancel_all() {
+    if (prefilling_) finish(*prefilling_, StopReason::Cancelled);
+    prefilling_.reset();
+    for (auto& s : decoding_) finish(*s, StopReason::Cancelled);
+    decoding_.clear();
+  }
+
+  void finish(Sequence& s, StopReason reason, const std::string& error = {}) {
+    SequenceEnd& end = s.end;
+    end.stop_reason = reason;
+    end.error = error;
+    end.generated_ids = s.generated;
+    if (s.text) end.text = s.text->text();
+    end.prompt_tokens = int64_t(s.request.prompt.size());
+    end.prefilled_tokens = end.prompt_tokens - end.cached_tokens;
+    owner_.record_end(end);
+    s.stream->finish(std::move(end));
+  }
+
+ private:
+  // The next position the prefill must stop at: the prompt's end, a
+  // checkpoint, or the end of this chunk.
+  size_t chunk_end(const Sequence& s) const {
+    const size_t size = s.request.prompt.size();
+    size_t end = std::min(size, s.fed + size_t(std::max<int64_t>(1, owner_.options_.prefill_chunk)));
+    for (int64_t c : s.request.checkpoints)
+      if (size_t(c) > s.fed && size_t(c) < end) end = size_t(c);
+    const int64_t every = owner_.options_.checkpoint_every;
+    if (every > 0) end = std::min(end, (s.fed / size_t(every) + 1) * size_t(every));
+    return end;
+  }
+
+  bool is_checkpoint(const Sequence& s, size_t position) const {
+    const auto& c = s.request.checkpoints;
+    const int64_t every = owner_.options_.checkpoint_every;
+    return std::find(c.begin(), c.end(), int64_t(position)) != c.end() || (every > 0 && position % size_t(every) == 0);
+  }
+
+  void prefill_chunk() {
+    Sequence& s = *prefilling_;
+    if (s.stream->cancelled()) {
+      finish(s, StopReason::Cancelled);
+      prefilling_.reset();
+      return;
+    }
+    const std::span<const int64_t> prompt = s.request.prompt;
+    const size_t end = chunk_end(s);
+    const auto start = Clock::now();
+    LogitsView logits;
+    try {
+      logits = generator_.run_row(s.row, prompt.subspan(s.fed, end - s.fed), false);
+    } catch (const Error& e) {
+      finish(s, StopReason::Cancelled, e.what());
+      prefilling_.reset();
+      return;
+    }
+    const double seconds = seconds_since(start);
+    s.end.prefill_seconds += seconds;
+    owner_.record_prefill(int64_t(end - s.fed), seconds);
+    s.fed = end;
+    if (owner_.cache_ && is_checkpoint(s, end) && !owner_.cache_->contains(prompt.first(end)))
+      owner_.cache_->insert(std::make_shared<const StateSnapshot>(
+          capture_row(generator_.state(), s.row, generator_.vocab(), {})));
+    if (end < prompt.size()) return;
+
+    // The prompt is in: the sequence joins the decoders, in the row after theirs.
+    std::unique_ptr<Sequence> joined = std::move(prefilling_);
+    accept(*joined, choose(*joined, logits.row(0, logits.rows - 1)), logits.row(0, logits.rows - 1));
+    if (joined->stop) return finish(*joined, *joined->stop);
+    const int64_t row = int64_t(decoding_.size());
+    if (joined->row != row) generator_.state().copy_row(joined->row, row);
+    joined->row = row;
+    decoding_.push_back(std::move(joined));
+  }
+
+  void decode_step() {
+    tokens_.resize(decoding_.size());
+    for (size_t i = 0; i < decoding_.size(); ++i) tokens_[i] = decoding_[i]->next_token;
+    const auto start = Clock::now();
+    LogitsView logits;
+    try {
+      logits = generator_.step(tokens_);
+    } catch (const Error& e) {
+      for (auto& s : decoding_) finish(*s, StopReason::Cancelled, e.what());
+      decoding_.clear();
+      return;
+    }
+    const double seconds = seconds_since(start);
+    owner_.record_step(int64_t(decoding_.size()), seconds);
+    for (size_t i = 0; i < decoding_.size(); ++i) {
+      Sequence& s = *decoding_[i];
+      s.end.decode_seconds += seconds;
+      accept(s, choose(s, logits.row(int64_t(i), 0)), logits.row(int64_t(i), 0));
+    }
+    // Ended sequences leave; the last decoder moves into each freed row so
+    // that the decoders stay in rows [0, n). Walking down, every row above i
+    // is already settled.
+    for (size_t i = decoding_.size(); i-- > 0;) {
+      if (!decoding_[i]->stop) continue;
+      finish(*decoding_[i], *decoding_[i]->stop);
+      const size_t last = decoding_.size() - 1;
+      if (i != last) {
+        generator_.state().copy_row(int64_t(last), int64_t(i));
+        decoding_[i] = std::move(decoding_[last]);
+        decoding_[i]->row = int64_t(i);
+      }
+      decoding_.pop_back();
+    }
+  }
+
+  // The next token: among those the reply's grammar allows, when it has one.
+  int64_t choose(Sequence& s, const float* logits) {
+    if (!s.grammar) return s.sampler->next(logits);
+    const TokenTable& table = *s.tokens;
+    const JsonGrammar& grammar = *s.grammar;
+    return s.sampler->next(
+        logits, [&](int64_t id) { return table.allowed(grammar, id); },
+        [&](std::span<uint8_t> mask) { table.fill_allowed(grammar, mask); });
+  }
+
+  // The token bytes a grammar checks, made once per set of end ids (about 0.1 s for 151k ids).
+  const TokenTable& token_table(std::vector<int64_t> end_ids) {
+    std::sort(end_ids.begin(), end_ids.end());
+    auto it = token_tables_.find(end_ids);
+    if (it == token_tables_.end())
+      it = token_tables_.emplace(end_ids, TokenTable::from_tokenizer(*tokenizer_, generator_.vocab(), end_ids)).first;
+    return it->second;
+  }
+
+  // Records the chosen token, streams it, and decides whether the sequence ends.
+  void accept(Sequence& s, int64_t token, const float* logits) {
+    s.generated.push_back(token);
+    s.next_token = token;
+    if (s.grammar) s.tokens->advance(*s.grammar, token);
+    else if (s.request.grammar && token == s.request.grammar_after) s.grammar.emplace(*s.request.grammar);
+    TokenEvent event{token, s.text ? s.text->push(token) : std::string(), std::nullopt};
+    if (s.request.top_logprobs >= 0)
+      event.logprobs = token_logprobs(logits, generator_.vocab(), token, s.request.top_logprobs);
+    const GenerationOptions& o = s.request.options;
+    if (std::find(s.stop_ids.begin(), s.stop_ids.end(), token) != s.stop_ids.end()) s.stop = StopReason::Eos;
+    else if (s.text && s.text->stopped()) s.stop = StopReason::StopString;
+    else if (int64_t(s.generated.size()) >= o.max_new_tokens) s.stop = StopReason::MaxNewTokens;
+    else if (generator_.state().length(s.row) >= generator_.max_length()) s.stop = StopReason::Length;
+    else if (s.stream->cancelled()) s.stop = StopReason::Cancelled;
+    if (s.stop && s.text) event.text += s.text->finish();
+    s.stream->push(std::move(event));
+  }
+
+  Scheduler& owner_;
+  Generator generator_;
+  const Tokenizer* tokenizer_;
+  std::vector<std::unique_ptr<Sequence>> decoding_;  // decoding_[i]->row == i
+  std::unique_ptr<Sequence> prefilling_;
+  std::vector<int64_t> tokens_;
+  std::map<std::vector<int64_t>, TokenTable> token_tables_;  // by sorted end ids
+};
+
+Scheduler::Scheduler(std::shared_ptr<Engine> engine, SchedulerOptions options)
+    : engine_(std::move(engine)), options_(std::move(options)) {
+  if (!engine_) fail("serve", "no engine");
+  if (options_.parallel < 1 || options_.parallel > HybridState::kMaxBatch)
+    fail("serve", "--parallel must be between 1 and " + std::to_string(HybridState::kMaxBatch));
+  if (options_.prefill_chunk < 1) fail("serve", "the prefill chunk must be at least 1 token");
+  if (options_.max_queue < 0) fail("serve", "the queue length must not be negative");
+  if (options_.checkpoint_every < 0) fail("serve", "the checkpoint interval must not be negative");
+  if (options_.cache) cache_ = std::make_unique<PrefixCache>(options_.cache_options);
+  stats_.steps_by_rows.assign(size_t(options_.parallel + 1), 0);
+  stats_.seconds_by_rows.assign(size_t(options_.parallel + 1), 0.0);
+  const Engine::Impl& impl = engine_->impl();
+  worker_ = std::make_unique<Worker>(*this, *impl.model, options_.parallel,
+                                     resolve_max_length(*engine_, options_.max_length), impl.tokenizer_or_null());
+  thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+int64_t Scheduler::max_length() const { return resolve_max_length(*engine_, options_.max_length); }
+
+std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
+  const Model& model = *engine_->impl().model;
+  if (request.prompt.empty()) fail("prompt", "is empty");
+  check_token_ids(model, request.prompt);
+  const int64_t limit = max_length();
+  if (int64_t(request.prompt.size()) > limit)
+    fail("prompt", std::to_string(request.prompt.size()) + " tokens do not fit the context of " +
+                       std::to_string(limit) + " tokens");
+  GenerationOptions& o = request.options;
+  if (o.max_new_tokens < 1) fail("max_tokens", "must be at least 1");
+  validate_sampling(o.sampling);
+  if (request.top_logprobs > kMaxTopLogprobs)
+    fail("top_logprobs", "must be at most " + std::to_string(kMaxTopLogprobs));
+  if (!o.stop_strings.empty() && !engine_->has_tokenizer()) fail("stop", "stop strings need a tokenizer");
+  if (request.grammar && !engine_->has_tokenizer()) fail("response_format", "JSON output needs a tokenizer");
+  for (int64_t c : request.checkpoints)
+    if (c < 1 || c > int64_t(request.prompt.size())) fail("serve", "a checkpoint lies outside the prompt");
+
+  auto s = std::make_unique<Sequence>();
+  if (o.stop_at_eos) s->stop_ids = model.config().eos_token_ids;
+  s->stop_ids.insert(s->stop_ids.end(), o.extra_stop_ids.begin(), o.extra_stop_ids.end());
+  s->request = std::move(request);
+  std::shared_ptr<SequenceStream> stream = s->stream;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw Busy("serve: the server is shutting down");
+    // Room for `parallel` running (admitted: stats_.running) and `max_queue` waiting.
+    if (int64_t(queue_.size()) + stats_.running >= options_.max_queue + options_.parallel)
+      throw Busy("serve: " + std::to_string(stats_.running) + " requests are running and " +
+                 std::to_string(queue_.size()) + " waiting already");
+    queue_.push_back(std::move(s));
+    ++stats_.requests;
+    ++stats_.queued;
+  }
+  wake_.notify_all();
+  return stream;
+}
+
+void Scheduler::warm_cache(const Snapshot& snapshot) {
+  if (!cache_) fail("--load-state", "the prompt cache is off");
+  const StateSnapshot& state = snapshot.data().state;
+  // Cached states hold no pending token: drop it (it will be fed again with the prompt).
+  auto copy = std::make_shared<StateSnapshot>(state);
+  copy->tokens.resize(size_t(copy->length));
+  cache_->insert(std::move(copy));
+}
+
+void Scheduler::run() {
+  for (;;) {
+    std::unique_ptr<Sequence> admitted;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty() || worker_->busy(); });
+      if (stopping_) break;
+      if (worker_->can_admit() && !queue_.empty()) {
+        admitted = std::move(queue_.front());
+        queue_.pop_front();
+        --stats_.queued;
+        ++stats_.running;
+      }
+    }
+    if (admitted) worker_->admit(std::move(admitted));
+    worker_->iterate();
+  }
+  worker_->cancel_all();
+  std::deque<std::unique_ptr<Sequence>> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(queue_);
+    stats_.queued = 0;
+    stats_.running += int64_t(left.size());  // record_end counts each one down
+  }
+  for (auto& s : left) worker_->finish(*s, StopReason::Cancelled);
+}
+
+void Scheduler::stop() {
+  std::call_once(stopped_, [this] {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  });
+}
+
+void Scheduler::record_end(const SequenceEnd& end) {
+  std::lock_guard lock(mutex_);
+  --stats_.running;
+  if (!end.error.empty()) ++stats_.failed;
+  else if (end.stop_reason == StopReason::Cancelled) ++stats_.cancelled;
+  else ++stats_.finished;
+  stats_.prompt_tokens += end.prompt_tokens;
+  stats_.cached_tokens += end.cached_tokens;
+  stats_.generated_tokens += int64_t(end.generated_ids.size());
+}
+
+void Scheduler::record_prefill(int64_t tokens, double seconds) {
+  std::lock_guard lock(mutex_);
+  stats_.prefilled_tokens += tokens;
+  stats_.prefill_seconds += seconds;
+}
+
+void Scheduler::record_step(int64_t rows, double seconds) {
+  std::lock_guard lock(mutex_);
+  ++stats_.decode_steps;
+  stats_.decode_rows += rows;
+  stats_.decode_seconds += seconds;
+  ++stats_.steps_by_rows[size_t(rows)];
+  stats_.seconds_by_rows[size_t(rows)] += seconds;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  {
+    std::lock_guard lock(mutex_);
+    s = stats_;
+  }
+  if (cache_) s.cache = cache_->stats();
+  return s;
+}
+
+}  // namespace deltagen::serve

@@ -1,0 +1,120 @@
+// deltagen serve --model DIR [--host 127.0.0.1] [--port 8080] [--parallel 4]
+//                [--context N] [--prefill-chunk 256] [--max-queue 64]
+//                [--cache-mb 4096] [--cache-dir DIR] [--cache-disk-mb 16384] [--no-cache]
+//                [--checkpoint-every 2048] [--load-state F] [--api-key KEY] [--alias NAME]
+//                [--chat-template FILE] [--threads T] [--kernels K] [--max-body-mb 16]
+//
+// An OpenAI-compatible server (docs/serve.md) with a web chat page at /.
+// --api-key may also come from DELTAGEN_API_KEY (keeps it out of `ps`).
+// SIGINT / SIGTERM: in-flight requests end (their streams are closed
+// properly), then the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "deltagen/deltagen.h"
+#include "serve/http_server.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/generation_flags.h"
+
+namespace deltagen {
+namespace {
+
+int64_t megabytes(Args& args, const std::string& flag, int64_t fallback) {
+  const int64_t mb = args.get_int(flag, fallback);
+  if (mb < 0 || mb > (int64_t(1) << 30)) fail("--" + flag, "must be a number of megabytes");
+  return mb << 20;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  // Every thread (ONNX Runtime's, the scheduler's, the connections') starts
+  // with these blocked: only the watcher below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a death
+
+  Args args(argc, argv, {"no-cache"});
+  const std::string model_dir = args.require("model");
+  EngineOptions engine_options = parse_engine_flags(args);
+
+  serve::HttpOptions http;
+  http.host = args.get_or("host", "127.0.0.1");
+  const int64_t port = args.get_int("port", 8080);
+  if (port < 0 || port > 65535) fail("--port", "must be between 0 and 65535");
+  http.port = int(port);
+  const char* env_key = std::getenv("DELTAGEN_API_KEY");
+  http.api_key = args.get_or("api-key", env_key ? env_key : "");
+  http.max_body_bytes = size_t(megabytes(args, "max-body-mb", 16));
+  if (http.max_body_bytes == 0) fail("--max-body-mb", "must be at least 1");
+
+  serve::SchedulerOptions s;
+  s.parallel = args.get_int("parallel", 4);
+  s.max_length = args.get_int("context", 0);
+  if (s.max_length < 0) fail("--context", "must be a positive number of tokens");
+  if (engine_options.max_length == 0) engine_options.max_length = s.max_length;
+  s.prefill_chunk = args.get_int("prefill-chunk", 256);
+  s.max_queue = args.get_int("max-queue", 64);
+  s.checkpoint_every = args.get_int("checkpoint-every", 2048);
+  s.cache = !args.flag("no-cache");
+  s.cache_options.memory_bytes = megabytes(args, "cache-mb", 4096);
+  s.cache_options.spill_dir = args.get_or("cache-dir", "");
+  s.cache_options.disk_bytes = megabytes(args, "cache-disk-mb", 16384);
+  const std::string load_state = args.get_or("load-state", "");
+  const std::string template_file = args.get_or("chat-template", "");
+  const std::string alias = args.get_or("alias", "");
+  args.finish();
+
+  std::shared_ptr<Engine> engine = Engine::load(model_dir, engine_options);
+  if (!engine->has_tokenizer()) fail(model_dir, "the server needs a tokenizer.json in the model folder");
+  ChatTemplate chat_template = ChatTemplate::for_model(model_dir);
+  if (!template_file.empty()) {
+    std::ifstream in(template_file, std::ios::binary);
+    if (!in) fail(template_file, "cannot read the chat template");
+    chat_template = ChatTemplate::from_source(std::string(std::istreambuf_iterator<char>(in), {}), template_file);
+  }
+  serve::Scheduler scheduler(engine, s);
+  if (!load_state.empty()) scheduler.warm_cache(Snapshot::load(load_state));
+  std::string name = alias;
+  if (name.empty()) name = std::filesystem::absolute(model_dir).lexically_normal().filename().string();
+  if (name.empty()) name = std::filesystem::absolute(model_dir).lexically_normal().parent_path().filename().string();
+  serve::Service service(engine, std::move(chat_template), scheduler, {name});
+  serve::HttpServer server(service, http);
+  const int bound = server.bind();
+
+  std::atomic<bool> ended{false};
+  std::thread watcher([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (ended) return;  // woken by the normal end below
+    std::fprintf(stderr, "[serve] %s: ending in-flight requests\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+    scheduler.stop();
+    server.stop();
+  });
+  std::fprintf(stderr, "[serve] %s on http://%s:%d (parallel %lld, context %lld, chat template %s, cache %s)\n",
+               name.c_str(), http.host.c_str(), bound, (long long)s.parallel, (long long)scheduler.max_length(),
+               service.chat_template().name().c_str(), s.cache ? "on" : "off");
+  std::printf("listening on http://%s:%d\n", http.host.c_str(), bound);
+  std::fflush(stdout);
+  server.run();
+  scheduler.stop();
+  ended = true;
+  pthread_kill(watcher.native_handle(), SIGTERM);  // wake the watcher if no signal did
+  watcher.join();
+  std::fprintf(stderr, "[serve] stopped\n");
+  return 0;
+}
+
+}  // namespace deltagen
