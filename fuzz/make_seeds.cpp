@@ -1,10 +1,14 @@
 // Writes the starting corpus of every fuzz target into OUT/<target>/:
 // small but real files made with deltagen's own writers (a synthetic tiny
 // checkpoint built to ONNX, its config and genai_config.json, .npy arrays,
-// state snapshots, tokenizer.json files). Kept small on purpose: libFuzzer
-// mutates small inputs much faster, and -max_len follows the largest seed.
+// state snapshots, tokenizer.json files, chat templates). Kept small on
+// purpose: libFuzzer mutates small inputs much faster, and -max_len follows
+// the largest seed.
 //
 //   make_seeds OUT [QWEN_TOKENIZER_DIR]
+//
+// Run from the repository root: the chat-template seeds also read
+// ../shared/reference/chat-templates/qwen3.5.jinja and tests/data/chat/conversations.json.
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -243,6 +247,46 @@ void tokenizer_seeds(const fs::path& qwen_dir) {
   write("tokenizer_load", "qwen3_cut.json", q.dump());
 }
 
+// jinja_fuzz inputs are TEMPLATE or TEMPLATE \0 CONTEXT_JSON: small templates
+// that use each feature, and the real chat templates with a few conversations.
+void jinja_seeds(const fs::path& qwen_dir) {
+  const char* snippets[] = {
+      "{%- for m in messages %}{{ m.role }}: {{ m.content|trim }}\n{%- endfor %}",
+      "{% set ns = namespace(n=0) %}{% for i in range(5) if i is odd %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}",
+      "{% macro m(a, b=2) %}{{ a ~ b }}{% endmacro %}{{ m(1) }}{{ m(b=3, a='x') }}",
+      "{{ tools|tojson(indent=2) }}{{ messages[::-1]|map(attribute='role')|join(',') }}",
+      "{% if x is defined and x.y %}{{ x.y.split(',')[-1]|upper }}{% elif 1 < 2 %}b{% else %}c{% endif %}",
+      "  {%- raw %}{{ kept }}{% endraw -%}\n  {# c #}{{ '%s-%d'|format('a', 1) }}{{ \"{0}\".format(3) }}",
+      "{% set s %}{{ 'a' * 3 }}{% endset %}{{ s|replace('a', 'b') }}{{ s[1:] }}{{ (1, 2.5, none, true) }}",
+      "{{ raise_exception('No messages provided.') if not messages }}",
+  };
+  int n = 0;
+  for (const char* s : snippets) write("jinja", "snippet" + std::to_string(n++), s);
+  write("jinja", "snippet_with_context",
+        std::string("{{ x.a|tojson }}{{ x.b|length }}") + '\0' + R"({"x": {"a": [1.0, 1e-05], "b": "é"}})");
+
+  std::vector<std::pair<std::string, std::string>> templates;  // name, source
+  if (fs::exists("../shared/reference/chat-templates/qwen3.5.jinja"))
+    templates.emplace_back("qwen3.5", read("../shared/reference/chat-templates/qwen3.5.jinja"));
+  for (const auto& [name, dir] : {std::pair<std::string, fs::path>{"qwen3", qwen_dir},
+                                  std::pair<std::string, fs::path>{"qwen2.5", qwen_dir.parent_path() / "qwen2_5"}}) {
+    if (qwen_dir.empty() || !fs::exists(dir / "tokenizer_config.json")) continue;
+    const json config = json::parse(read(dir / "tokenizer_config.json"));
+    if (config.contains("chat_template") && config["chat_template"].is_string())
+      templates.emplace_back(name, config["chat_template"].get<std::string>());
+  }
+  std::vector<std::string> contexts;
+  if (fs::exists("tests/data/chat/conversations.json")) {
+    const json doc = json::parse(read("tests/data/chat/conversations.json"));
+    for (size_t i = 0; i < doc["cases"].size(); i += 8) contexts.push_back(doc["cases"][i]["context"].dump());
+  }
+  for (const auto& [name, source] : templates) {
+    write("jinja", name + ".jinja", source);
+    for (size_t i = 0; i < contexts.size(); ++i)
+      write("jinja", name + "-" + std::to_string(i), source + '\0' + contexts[i]);
+  }
+}
+
 // Request bodies of the OpenAI API, as clients send them.
 void serve_request_seeds() {
   const char* bodies[] = {
@@ -319,6 +363,7 @@ int main(int argc, char** argv) {
     tokenizer_seeds(argc > 2 ? fs::path(argv[2]) : fs::path());
     serve_request_seeds();
     json_grammar_seeds();
+    jinja_seeds(argc > 2 ? fs::path(argv[2]) : fs::path());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

@@ -46,6 +46,7 @@ dict_of() {
     tokenizer_encode_fuzz) echo fuzz/dict/tokenizer_text.dict ;;
     chat_output_parser_fuzz) echo fuzz/dict/chat_output.dict ;;
     serve_request_fuzz) echo fuzz/dict/serve_request.dict ;;
+    jinja_fuzz) echo fuzz/dict/jinja.dict ;;
   esac
 }
 

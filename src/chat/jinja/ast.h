@@ -37,7 +37,29 @@ enum class ExprKind {
   Test,         // x is t(args)
 };
 
-enum class Op { Add, Sub, Mul, Div, FloorDiv, Mod, Pow, Concat, And, Or, Neg, Pos, Not, Eq, Ne, Lt, Le, Gt, Ge, In, NotIn };
+enum class Op {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  FloorDiv,
+  Mod,
+  Pow,
+  Concat,
+  And,
+  Or,
+  Neg,
+  Pos,
+  Not,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  In,
+  NotIn
+};
 
 // f(1, key=2): keyword is empty for positional arguments.
 struct Argument {
@@ -102,7 +124,8 @@ struct ConditionalExpr : Expr {
 struct AttributeExpr : Expr {
   ExprPtr object;
   std::string name;
-  AttributeExpr(Position p, ExprPtr o, std::string n) : Expr(ExprKind::Attribute, p), object(std::move(o)), name(std::move(n)) {}
+  AttributeExpr(Position p, ExprPtr o, std::string n)
+      : Expr(ExprKind::Attribute, p), object(std::move(o)), name(std::move(n)) {}
 };
 
 struct ItemExpr : Expr {
@@ -166,8 +189,8 @@ struct IfStmt : Stmt {
 // or a namespace attribute (set ns.attr = ...).
 struct Target {
   std::vector<std::string> names;
-  bool unpack = false;     // `a, b` (even `a,`): the value is unpacked
-  std::string attribute;   // set only: names[0].attribute
+  bool unpack = false;    // `a, b` (even `a,`): the value is unpacked
+  std::string attribute;  // set only: names[0].attribute
   Position at;
 };
 

@@ -38,12 +38,16 @@ bool parity(const Value& v, int64_t remainder, const char* test) {
 
 const std::unordered_map<std::string_view, Test>& test_table() {
   static const std::unordered_map<std::string_view, Test> table = {
-      {"defined", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "defined") && !v.is_undefined(); }},
-      {"undefined", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "undefined") && v.is_undefined(); }},
+      {"defined",
+       [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "defined") && !v.is_undefined(); }},
+      {"undefined",
+       [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "undefined") && v.is_undefined(); }},
       {"none", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "none") && v.is_none(); }},
       {"boolean", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "boolean") && v.is_bool(); }},
-      {"true", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "true") && v.is_bool() && v.as_bool(); }},
-      {"false", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "false") && v.is_bool() && !v.as_bool(); }},
+      {"true",
+       [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "true") && v.is_bool() && v.as_bool(); }},
+      {"false",
+       [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "false") && v.is_bool() && !v.as_bool(); }},
       {"integer", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "integer") && v.is_int(); }},
       {"float", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "float") && v.is_float(); }},
       {"number", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "number") && v.is_number(); }},
@@ -51,19 +55,21 @@ const std::unordered_map<std::string_view, Test>& test_table() {
       {"mapping", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "mapping") && v.is_dict(); }},
       {"iterable",
        [](Interpreter&, const Value& v, const Args& a) {
-         return no_args(a, "iterable") && (v.is_string() || v.is_list() || v.is_dict() || v.is_undefined() || v.is_loop());
+         return no_args(a, "iterable") &&
+                (v.is_string() || v.is_list() || v.is_dict() || v.is_undefined() || v.is_loop());
        }},
       {"sequence",
        [](Interpreter&, const Value& v, const Args& a) {
          return no_args(a, "sequence") && (v.is_string() || v.is_list() || v.is_dict() || v.is_undefined());
        }},
-      {"callable", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "callable") && v.is_callable(); }},
+      {"callable",
+       [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "callable") && v.is_callable(); }},
       {"escaped",
        [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "escaped") && v.is_string() && v.safe(); }},
-      {"lower",
-       [](Interpreter& in, const Value& v, const Args& a) { return no_args(a, "lower") && pystr::is_lower(in.str(v)); }},
-      {"upper",
-       [](Interpreter& in, const Value& v, const Args& a) { return no_args(a, "upper") && pystr::is_upper(in.str(v)); }},
+      {"lower", [](Interpreter& in, const Value& v,
+                   const Args& a) { return no_args(a, "lower") && pystr::is_lower(in.str(v)); }},
+      {"upper", [](Interpreter& in, const Value& v,
+                   const Args& a) { return no_args(a, "upper") && pystr::is_upper(in.str(v)); }},
       {"odd", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "odd") && parity(v, 1, "odd"); }},
       {"even", [](Interpreter&, const Value& v, const Args& a) { return no_args(a, "even") && parity(v, 0, "even"); }},
       {"divisibleby",
@@ -85,18 +91,16 @@ const std::unordered_map<std::string_view, Test>& test_table() {
       {"le", [](Interpreter&, const Value& v, const Args& a) { return compare(v, other(a, "le")) <= 0; }},
       {"<=", [](Interpreter&, const Value& v, const Args& a) { return compare(v, other(a, "<=")) <= 0; }},
       {"gt", [](Interpreter&, const Value& v, const Args& a) { return compare(v, other(a, "gt")) > 0; }},
-      {"greaterthan", [](Interpreter&, const Value& v, const Args& a) { return compare(v, other(a, "greaterthan")) > 0; }},
+      {"greaterthan",
+       [](Interpreter&, const Value& v, const Args& a) { return compare(v, other(a, "greaterthan")) > 0; }},
       {">", [](Interpreter&, const Value& v, const Args& a) { return compare(v, other(a, ">")) > 0; }},
       {"ge", [](Interpreter&, const Value& v, const Args& a) { return compare(v, other(a, "ge")) >= 0; }},
       {">=", [](Interpreter&, const Value& v, const Args& a) { return compare(v, other(a, ">=")) >= 0; }},
       {"filter",
-       [](Interpreter&, const Value& v, const Args& a) {
-         return no_args(a, "filter") && v.is_string() && check_filter_name(v.str()).empty();
-       }},
-      {"test",
-       [](Interpreter&, const Value& v, const Args& a) {
-         return no_args(a, "test") && v.is_string() && check_test_name(v.str()).empty();
-       }},
+       [](Interpreter&, const Value& v,
+          const Args& a) { return no_args(a, "filter") && v.is_string() && check_filter_name(v.str()).empty(); }},
+      {"test", [](Interpreter&, const Value& v,
+                  const Args& a) { return no_args(a, "test") && v.is_string() && check_test_name(v.str()).empty(); }},
   };
   return table;
 }

@@ -1,8 +1,9 @@
 // The filter table and argument binding shared by all builtins.
+#include "chat/jinja/filters.h"
+
 #include <algorithm>
 #include <unordered_map>
 
-#include "chat/jinja/filters.h"
 #include "chat/jinja/problem.h"
 
 namespace deltagen::jinja {
@@ -61,8 +62,8 @@ const std::unordered_map<std::string_view, filters::Filter>& filter_table() {
 }
 
 // Jinja's other built-in filters: known, so that the error says why.
-constexpr std::string_view kUnsupportedFilters[] = {"filesizeformat", "groupby", "pprint",  "random", "striptags",
-                                                   "urlencode",      "urlize",  "wordwrap", "xmlattr"};
+constexpr std::string_view kUnsupportedFilters[] = {"filesizeformat", "groupby", "pprint",   "random", "striptags",
+                                                    "urlencode",      "urlize",  "wordwrap", "xmlattr"};
 
 }  // namespace
 
@@ -104,7 +105,8 @@ std::string ArgReader::string_or(size_t i, std::string fallback) const {
 int64_t ArgReader::int_or(size_t i, int64_t fallback) const {
   if (!bound_[i]) return fallback;
   if (!bound_[i]->is_int() && !bound_[i]->is_bool())
-    problem(function_ + ": argument '" + std::string(params_[i]) + "' must be an integer, not " + type_name(*bound_[i]));
+    problem(function_ + ": argument '" + std::string(params_[i]) + "' must be an integer, not " +
+            type_name(*bound_[i]));
   return bound_[i]->as_int();
 }
 

@@ -18,7 +18,8 @@ Value attribute_path(Interpreter& in, Value item, const Value& path, const Value
   std::vector<Value> parts;
   if (path.is_string()) {
     for (const std::string& part : pystr::split(path.str(), std::string_view("."), -1)) {
-      const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos && part.size() < 18;
+      const bool digits =
+          !part.empty() && part.find_first_not_of("0123456789") == std::string::npos && part.size() < 18;
       parts.push_back(digits ? Value(int64_t(std::stoll(part))) : Value(part));
     }
   } else {
@@ -101,7 +102,8 @@ Value attr(Interpreter& in, const Value& v, const Args& args) {
   const std::string name = a.string_or(0, "");
   if (v.is_dict()) {  // no fallback to the item: only dict's methods are attributes
     const std::string status = method_status(v, name);
-    if (status != "") return Value::undefined(status == "missing" ? "'dict object' has no attribute '" + name + "'" : status);
+    if (status != "")
+      return Value::undefined(status == "missing" ? "'dict object' has no attribute '" + name + "'" : status);
   }
   return in.attribute(v, name);
 }
@@ -117,8 +119,10 @@ Value batch(Interpreter& in, const Value& v, const Args& args) {
     if (int64_t(current.size()) == size) out.push_back(in.list(std::exchange(current, {})));
   }
   if (!current.empty()) {
-    if (a.has(1) && !a.get(1)->is_none())
+    if (a.has(1) && !a.get(1)->is_none()) {
+      in.step(size - int64_t(current.size()));  // the padding is work too: batch(10**12, x) stops here
       while (int64_t(current.size()) < size) current.push_back(*a.get(1));
+    }
     out.push_back(in.list(std::move(current)));
   }
   return in.list(std::move(out));
@@ -217,9 +221,13 @@ Value max(Interpreter& in, const Value& v, const Args& args) { return min_or_max
 Value min(Interpreter& in, const Value& v, const Args& args) { return min_or_max(in, v, args, false); }
 
 Value reject(Interpreter& in, const Value& v, const Args& args) { return select_or_reject(in, v, args, false, false); }
-Value rejectattr(Interpreter& in, const Value& v, const Args& args) { return select_or_reject(in, v, args, false, true); }
+Value rejectattr(Interpreter& in, const Value& v, const Args& args) {
+  return select_or_reject(in, v, args, false, true);
+}
 Value select(Interpreter& in, const Value& v, const Args& args) { return select_or_reject(in, v, args, true, false); }
-Value selectattr(Interpreter& in, const Value& v, const Args& args) { return select_or_reject(in, v, args, true, true); }
+Value selectattr(Interpreter& in, const Value& v, const Args& args) {
+  return select_or_reject(in, v, args, true, true);
+}
 
 Value reverse(Interpreter& in, const Value& v, const Args& args) {
   ArgReader a(args, "reverse", {});
@@ -241,6 +249,7 @@ Value slice(Interpreter& in, const Value& v, const Args& args) {
   ArgReader a(args, "slice", {"slices", "fill_with"});
   const int64_t slices = a.int_or(0, 0);
   if (slices <= 0 || slices > 100000) problem("slice: the number of slices must be between 1 and 100000");
+  in.step(slices);
   const List items = walk(in, v);
   const auto length = int64_t(items.size());
   const int64_t per_slice = length / slices, with_extra = length % slices;
@@ -288,7 +297,7 @@ Value unique(Interpreter& in, const Value& v, const Args& args) {
   List seen_others, out;
   for (const Value& item : walk(in, v)) {
     const Value key = sort_key(in, item, a.get(1), case_sensitive);
-    if (key.is_list() || key.is_dict()) problem("unhashable type: '" + type_name(key) + "'");
+    require_hashable(key);
     if (key.is_string()) {
       if (!seen_strings.insert(key.str()).second) continue;
     } else {

@@ -50,7 +50,8 @@ std::optional<double> parse_float(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
     if (c == '_') {  // only between digits
-      if (i == 0 || i + 1 == s.size() || !std::isdigit((unsigned char)s[i - 1]) || !std::isdigit((unsigned char)s[i + 1]))
+      if (i == 0 || i + 1 == s.size() || !std::isdigit((unsigned char)s[i - 1]) ||
+          !std::isdigit((unsigned char)s[i + 1]))
         return std::nullopt;
       continue;
     }
@@ -80,9 +81,9 @@ double python_round(double x, int64_t ndigits) {
     double r = std::nearbyint(y);  // ties to even under the default rounding mode
     return r * scale;
   }
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "%.*f", int(ndigits), x);
-  return std::strtod(buf, nullptr);
+  std::string buf(size_t(std::snprintf(nullptr, 0, "%.*f", int(ndigits), x)) + 1, '\0');
+  std::snprintf(buf.data(), buf.size(), "%.*f", int(ndigits), x);
+  return std::strtod(buf.c_str(), nullptr);
 }
 
 }  // namespace
@@ -143,8 +144,7 @@ Value to_float(Interpreter& in, const Value& v, const Args& args) {
 
 // value|format(args): printf-style, like `value % args`.
 Value format(Interpreter& in, const Value& v, const Args& args) {
-  if (!args.positional.empty() && !args.keyword.empty())
-    problem("format: cannot mix positional and keyword arguments");
+  if (!args.positional.empty() && !args.keyword.empty()) problem("format: cannot mix positional and keyword arguments");
   Value operands;
   if (!args.keyword.empty()) {
     auto d = std::make_shared<Dict>();
@@ -209,12 +209,18 @@ Value to_int(Interpreter&, const Value& v, const Args& args) {
 Value length(Interpreter&, const Value& v, const Args& args) {
   ArgReader a(args, "length", {});
   switch (v.kind()) {
-    case Value::Kind::String: return Value(int64_t(pystr::length(v.str())));
-    case Value::Kind::List: return Value(int64_t(v.list().size()));
-    case Value::Kind::Dict: return Value(int64_t(v.dict().size()));
-    case Value::Kind::Undefined: return Value(int64_t(0));
-    case Value::Kind::Loop: return Value(int64_t(v.loop().items->size()));
-    default: problem("object of type '" + type_name(v) + "' has no len()");
+    case Value::Kind::String:
+      return Value(int64_t(pystr::length(v.str())));
+    case Value::Kind::List:
+      return Value(int64_t(v.list().size()));
+    case Value::Kind::Dict:
+      return Value(int64_t(v.dict().size()));
+    case Value::Kind::Undefined:
+      return Value(int64_t(0));
+    case Value::Kind::Loop:
+      return Value(int64_t(v.loop().items->size()));
+    default:
+      problem("object of type '" + type_name(v) + "' has no len()");
   }
 }
 
@@ -241,7 +247,8 @@ Value round(Interpreter&, const Value& v, const Args& args) {
   ArgReader a(args, "round", {"precision", "method"});
   const int64_t precision = a.int_or(0, 0);
   const std::string method = a.string_or(1, "common");
-  if (method != "common" && method != "ceil" && method != "floor") problem("round: method must be common, ceil or floor");
+  if (method != "common" && method != "ceil" && method != "floor")
+    problem("round: method must be common, ceil or floor");
   if (!v.is_number()) problem("type " + type_name(v) + " doesn't define __round__ method");
   if (method == "common") {
     if (!v.is_float()) {
@@ -270,7 +277,9 @@ Value string(Interpreter& in, const Value& v, const Args& args) {
 Value title(Interpreter& in, const Value& v, const Args& args) {
   ArgReader a(args, "title", {});
   const std::string s = in.str(v);
-  auto separator = [](char32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || pystr::is_space(c); };
+  auto separator = [](char32_t c) {
+    return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || pystr::is_space(c);
+  };
   std::string out;
   bool word_start = true;
   for (size_t i = 0; i < s.size();) {
@@ -320,7 +329,8 @@ Value trim(Interpreter& in, const Value& v, const Args& args) {
   ArgReader a(args, "trim", {"chars"});
   const Value s = soft_str(in, v);
   const std::optional<std::string> chars = a.optional_string(0);
-  const std::string_view stripped = pystr::strip(s.str(), chars ? std::optional<std::string_view>(*chars) : std::nullopt, true, true);
+  const std::string_view stripped =
+      pystr::strip(s.str(), chars ? std::optional<std::string_view>(*chars) : std::nullopt, true, true);
   if (stripped.size() == s.str().size()) return s;
   return in.text(std::string(stripped), s.safe());
 }
@@ -332,7 +342,8 @@ Value truncate(Interpreter& in, const Value& v, const Args& args) {
   const std::string end = a.string_or(2, "...");
   const int64_t leeway = a.has(3) && !a.get(3)->is_none() ? a.int_or(3, 5) : 5;
   const auto end_length = int64_t(pystr::length(end));
-  if (length < end_length) problem("truncate: expected length >= " + std::to_string(end_length) + ", got " + std::to_string(length));
+  if (length < end_length)
+    problem("truncate: expected length >= " + std::to_string(end_length) + ", got " + std::to_string(length));
   if (leeway < 0) problem("truncate: expected leeway >= 0, got " + std::to_string(leeway));
   const std::vector<size_t> offsets = pystr::offsets(s);
   const auto size = int64_t(offsets.size() - 1);
@@ -356,7 +367,8 @@ Value wordcount(Interpreter& in, const Value& v, const Args& args) {
     const bool punctuation = (c >= 0xA1 && c <= 0xBF && c != 0xAA && c != 0xB2 && c != 0xB3 && c != 0xB5 && c != 0xB9 &&
                               c != 0xBA && c != 0xBC && c != 0xBD && c != 0xBE) ||
                              c == 0xD7 || c == 0xF7 || (c >= 0x2010 && c <= 0x2BFF) || (c >= 0x3000 && c <= 0x303F) ||
-                             (c >= 0xFF01 && c <= 0xFF0F) || (c >= 0xFF1A && c <= 0xFF20) || (c >= 0xFE30 && c <= 0xFE4F);
+                             (c >= 0xFF01 && c <= 0xFF0F) || (c >= 0xFF1A && c <= 0xFF20) ||
+                             (c >= 0xFE30 && c <= 0xFE4F);
     return !punctuation;
   };
   int64_t words = 0;

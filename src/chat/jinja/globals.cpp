@@ -40,7 +40,9 @@ Value range(Interpreter& in, const Args& args) {
     problem("range too big: the sandbox allows at most " + std::to_string(kMaxRange) + " items (MAX_RANGE)");
   List items;
   items.reserve(size_t(count));
-  for (int64_t i = 0, v = start; i < int64_t(count); ++i, v += step) items.emplace_back(v);
+  // start + i * step lies between start and stop; computed unsigned, nothing overflows on the way.
+  for (int64_t i = 0; i < int64_t(count); ++i)
+    items.emplace_back(int64_t(uint64_t(start) + uint64_t(i) * uint64_t(step)));
   in.step(int64_t(items.size()) / 16);
   return in.list(std::move(items));
 }
@@ -49,7 +51,8 @@ Value range(Interpreter& in, const Args& args) {
 std::shared_ptr<Dict> dict_from(Interpreter& in, const Args& args, const char* function) {
   auto d = std::make_shared<Dict>();
   if (args.positional.size() > 1)
-    problem(std::string(function) + " expected at most 1 positional argument, got " + std::to_string(args.positional.size()));
+    problem(std::string(function) + " expected at most 1 positional argument, got " +
+            std::to_string(args.positional.size()));
   if (!args.positional.empty()) {
     const Value& source = args.positional[0];
     if (source.is_dict()) {
@@ -61,7 +64,7 @@ std::shared_ptr<Dict> dict_from(Interpreter& in, const Args& args, const char* f
         in.step();
         const List kv = iterate(pair);
         if (kv.size() != 2) problem(std::string(function) + ": each item must be a key and a value");
-        if (kv[0].is_list() || kv[0].is_dict()) problem("unhashable type: '" + type_name(kv[0]) + "'");
+        require_hashable(kv[0]);
         d->set(kv[0], kv[1]);
       }
     }
@@ -94,7 +97,8 @@ Value strftime_now(Interpreter& in, const Args& args) {
 }  // namespace
 
 bool is_global_name(std::string_view name) {
-  return name == "range" || name == "namespace" || name == "dict" || name == "raise_exception" || name == "strftime_now";
+  return name == "range" || name == "namespace" || name == "dict" || name == "raise_exception" ||
+         name == "strftime_now";
 }
 
 Value call_global(Interpreter& in, std::string_view name, Args& args) {

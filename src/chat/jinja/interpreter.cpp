@@ -5,6 +5,7 @@
 
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/problem.h"
+#include "chat/jinja/work.h"
 #include "deltagen/error.h"
 
 namespace deltagen::jinja {
@@ -39,10 +40,7 @@ std::shared_ptr<Scope> child_of(const std::shared_ptr<Scope>& parent) {
 }  // namespace
 
 Interpreter::Interpreter(const std::string& name, const Limits& limits)
-    : name_(name),
-      limits_(limits),
-      steps_left_(limits.max_loop_iterations),
-      bytes_left_(uint64_t(limits.max_output_bytes) * 32) {}
+    : name_(name), limits_(limits), bytes_left_(uint64_t(limits.max_output_bytes) * 32) {}
 
 Interpreter::~Interpreter() {
   // Namespaces are the only values that can hold themselves; emptying them
@@ -65,6 +63,7 @@ std::string Interpreter::render(const Body& body, const nlohmann::ordered_json& 
   }
   std::string out;
   out_ = &out;
+  WorkBudget work(limits_.max_loop_iterations);
   exec_body(body);
   out_ = nullptr;
   return out;
@@ -72,12 +71,7 @@ std::string Interpreter::render(const Body& body, const nlohmann::ordered_json& 
 
 // ---- budgets ----
 
-void Interpreter::step(int64_t n) {
-  steps_left_ -= n;
-  if (steps_left_ < 0)
-    problem("too many loop iterations: more than " + std::to_string(limits_.max_loop_iterations) +
-            " (loop iterations, macro calls and filter items together)");
-}
+void Interpreter::step(int64_t n) { charge_steps(n); }
 
 Value Interpreter::text(std::string s, bool safe) {
   if (s.size() > limits_.max_output_bytes)
@@ -129,7 +123,9 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
   DepthGuard guard(*this, s.at);
   try {
     switch (s.kind) {
-      case StmtKind::Text: write(static_cast<const TextStmt&>(s).text); break;
+      case StmtKind::Text:
+        write(static_cast<const TextStmt&>(s).text);
+        break;
       case StmtKind::Print: {
         const Value v = eval(*static_cast<const PrintStmt&>(s).value);
         if (v.is_string())
@@ -138,16 +134,28 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
           write(str(v));
         break;
       }
-      case StmtKind::If: return exec_if(static_cast<const IfStmt&>(s));
-      case StmtKind::For: return exec_for(static_cast<const ForStmt&>(s));
-      case StmtKind::Set: exec_set(static_cast<const SetStmt&>(s)); break;
-      case StmtKind::SetBlock: exec_set_block(static_cast<const SetBlockStmt&>(s)); break;
-      case StmtKind::Macro: define_macro(static_cast<const MacroStmt&>(s)); break;
-      case StmtKind::Break: return Flow::Break;
-      case StmtKind::Continue: return Flow::Continue;
-      case StmtKind::FilterBlock: exec_filter_block(static_cast<const FilterBlockStmt&>(s)); break;
-      case StmtKind::With: exec_with(static_cast<const WithStmt&>(s)); break;
-      case StmtKind::Scope: return exec_body(static_cast<const ScopeStmt&>(s).body);
+      case StmtKind::If:
+        return exec_if(static_cast<const IfStmt&>(s));
+      case StmtKind::For:
+        return exec_for(static_cast<const ForStmt&>(s));
+      case StmtKind::Set:
+        exec_set(static_cast<const SetStmt&>(s));
+        break;
+      case StmtKind::SetBlock:
+        return exec_set_block(static_cast<const SetBlockStmt&>(s));
+      case StmtKind::Macro:
+        define_macro(static_cast<const MacroStmt&>(s));
+        break;
+      case StmtKind::Break:
+        return Flow::Break;
+      case StmtKind::Continue:
+        return Flow::Continue;
+      case StmtKind::FilterBlock:
+        return exec_filter_block(static_cast<const FilterBlockStmt&>(s));
+      case StmtKind::With:
+        return exec_with(static_cast<const WithStmt&>(s));
+      case StmtKind::Scope:
+        return exec_body(static_cast<const ScopeStmt&>(s).body);
     }
   } catch (const Problem& p) {
     fail_at(s.at, p.message);
@@ -213,16 +221,12 @@ void Interpreter::assign(const Target& target, const Value& value) {
 
 void Interpreter::exec_set(const SetStmt& s) { assign(s.target, eval(*s.value)); }
 
-std::string Interpreter::render_capture(const Body& body, bool own_scope) {
-  std::string buffer;
-  OutputCapture capture(*this, buffer);
-  if (own_scope) {
-    ScopeSwitch in(scope_, child_of(scope_));
-    exec_body(body);
-  } else {
-    exec_body(body);
-  }
-  return buffer;
+// Renders `body` in a scope of its own into `captured`. A break or continue
+// inside still reaches the loop around the block (returned).
+Interpreter::Flow Interpreter::render_capture(const Body& body, std::string& captured) {
+  OutputCapture capture(*this, captured);
+  ScopeSwitch in(scope_, child_of(scope_));
+  return exec_body(body);
 }
 
 Value Interpreter::apply_filters(const std::vector<ExprPtr>& filters, Value value) {
@@ -237,24 +241,28 @@ Value Interpreter::apply_filters(const std::vector<ExprPtr>& filters, Value valu
   return value;
 }
 
-void Interpreter::exec_set_block(const SetBlockStmt& s) {
-  Value captured = text(render_capture(s.body, true));
-  assign(s.target, apply_filters(s.filters, std::move(captured)));
+Interpreter::Flow Interpreter::exec_set_block(const SetBlockStmt& s) {
+  std::string captured;
+  if (const Flow flow = render_capture(s.body, captured); flow != Flow::Normal) return flow;
+  assign(s.target, apply_filters(s.filters, text(std::move(captured))));
+  return Flow::Normal;
 }
 
-void Interpreter::exec_filter_block(const FilterBlockStmt& s) {
-  Value captured = text(render_capture(s.body, true));
-  const Value result = apply_filters(s.filters, std::move(captured));
+Interpreter::Flow Interpreter::exec_filter_block(const FilterBlockStmt& s) {
+  std::string captured;
+  if (const Flow flow = render_capture(s.body, captured); flow != Flow::Normal) return flow;
+  const Value result = apply_filters(s.filters, text(std::move(captured)));
   write(result.is_string() ? result.str() : str(result));
+  return Flow::Normal;
 }
 
-void Interpreter::exec_with(const WithStmt& s) {
+Interpreter::Flow Interpreter::exec_with(const WithStmt& s) {
   // The values are computed in the outer scope, then bound in the inner one.
   std::vector<Value> values;
   for (const auto& [target, expr] : s.assignments) values.push_back(eval(*expr));
   ScopeSwitch in(scope_, child_of(scope_));
   for (size_t i = 0; i < values.size(); ++i) assign(s.assignments[i].first, values[i]);
-  if (exec_body(s.body) != Flow::Normal) problem("'break' or 'continue' cannot leave a 'with' block");
+  return exec_body(s.body);
 }
 
 void Interpreter::define_macro(const MacroStmt& s) {

@@ -37,10 +37,10 @@ struct Scope {
 struct Callable {
   enum class Kind { Macro, Global, Method, LoopCycle };
   Kind kind;
-  std::string name;                 // macro, global or method name
-  Value self;                       // Method: the object; LoopCycle: the loop
+  std::string name;  // macro, global or method name
+  Value self;        // Method: the object; LoopCycle: the loop
   const MacroStmt* macro = nullptr;
-  std::weak_ptr<Scope> closure;     // Macro: where it was defined (the root scope once that is gone)
+  std::weak_ptr<Scope> closure;  // Macro: where it was defined (the root scope once that is gone)
 };
 
 class Interpreter {
@@ -56,7 +56,7 @@ class Interpreter {
   Value text(std::string s, bool safe = false);
   // A list value; its items count toward the memory budget.
   Value list(List items, bool tuple = false);
-  // Work: loop iterations, macro calls, items a filter walks.
+  // Work: loop iterations, macro calls, items a filter walks (work.h).
   void step(int64_t n = 1);
   size_t max_string_bytes() const { return limits_.max_output_bytes; }
 
@@ -89,12 +89,12 @@ class Interpreter {
   Flow exec_if(const IfStmt& s);
   Flow exec_for(const ForStmt& s);
   void exec_set(const SetStmt& s);
-  void exec_set_block(const SetBlockStmt& s);
-  void exec_filter_block(const FilterBlockStmt& s);
-  void exec_with(const WithStmt& s);
+  Flow exec_set_block(const SetBlockStmt& s);
+  Flow exec_filter_block(const FilterBlockStmt& s);
+  Flow exec_with(const WithStmt& s);
   void define_macro(const MacroStmt& s);
   void assign(const Target& target, const Value& value);
-  std::string render_capture(const Body& body, bool own_scope);
+  Flow render_capture(const Body& body, std::string& captured);
   Value apply_filters(const std::vector<ExprPtr>& filters, Value value);
 
   Value eval(const Expr& e);
@@ -114,7 +114,6 @@ class Interpreter {
   const std::string& name_;
   const Limits& limits_;
   int depth_ = 0;
-  int64_t steps_left_;
   uint64_t bytes_left_;  // budget for everything built while rendering
   std::string* out_ = nullptr;
   std::shared_ptr<Scope> root_, scope_;

@@ -21,8 +21,10 @@ Value Interpreter::eval(const Expr& e) {
 
 Value Interpreter::eval_inner(const Expr& e) {
   switch (e.kind) {
-    case ExprKind::Literal: return static_cast<const LiteralExpr&>(e).value;
-    case ExprKind::Name: return lookup(static_cast<const NameExpr&>(e).name);
+    case ExprKind::Literal:
+      return static_cast<const LiteralExpr&>(e).value;
+    case ExprKind::Name:
+      return lookup(static_cast<const NameExpr&>(e).name);
     case ExprKind::List: {
       const auto& l = static_cast<const ListExpr&>(e);
       List items;
@@ -34,8 +36,7 @@ Value Interpreter::eval_inner(const Expr& e) {
       auto d = std::make_shared<Dict>();
       for (const auto& [k, v] : static_cast<const DictExpr&>(e).entries) {
         Value key = eval(*k);
-        if (key.is_list() || key.is_dict() || key.is_namespace() || key.is_undefined())
-          problem("unhashable type: '" + type_name(key) + "'");
+        require_hashable(key);
         d->set(key, eval(*v));
       }
       step(int64_t(d->size()) / 16);
@@ -47,12 +48,16 @@ Value Interpreter::eval_inner(const Expr& e) {
       if (u.op == Op::Not) return Value(!truthy(v));
       return unary_operator(u.op, v);
     }
-    case ExprKind::Binary: return eval_binary(static_cast<const BinaryExpr&>(e));
-    case ExprKind::Compare: return eval_compare(static_cast<const CompareExpr&>(e));
+    case ExprKind::Binary:
+      return eval_binary(static_cast<const BinaryExpr&>(e));
+    case ExprKind::Compare:
+      return eval_compare(static_cast<const CompareExpr&>(e));
     case ExprKind::Conditional: {
       const auto& c = static_cast<const ConditionalExpr&>(e);
       if (truthy(eval(*c.condition))) return eval(*c.then_value);
-      return c.else_value ? eval(*c.else_value) : Value::undefined("the inline if-expression evaluated to false and no else section was defined");
+      return c.else_value
+                 ? eval(*c.else_value)
+                 : Value::undefined("the inline if-expression evaluated to false and no else section was defined");
     }
     case ExprKind::Attribute: {
       const auto& a = static_cast<const AttributeExpr&>(e);
@@ -63,8 +68,10 @@ Value Interpreter::eval_inner(const Expr& e) {
       const Value object = eval(*i.object);
       return item(object, eval(*i.index));
     }
-    case ExprKind::Slice: return eval_slice(static_cast<const SliceExpr&>(e));
-    case ExprKind::Call: return eval_call(static_cast<const CallExpr&>(e));
+    case ExprKind::Slice:
+      return eval_slice(static_cast<const SliceExpr&>(e));
+    case ExprKind::Call:
+      return eval_call(static_cast<const CallExpr&>(e));
     case ExprKind::Filter: {
       const auto& f = static_cast<const FilterExpr&>(e);
       const Value operand = eval(*f.operand);
@@ -108,15 +115,32 @@ Value Interpreter::eval_compare(const CompareExpr& e) {
     Value right = eval(*operand);
     bool holds = false;
     switch (op) {
-      case Op::Eq: holds = equals(left, right); break;
-      case Op::Ne: holds = !equals(left, right); break;
-      case Op::Lt: holds = compare(left, right) < 0; break;
-      case Op::Le: holds = compare(left, right) <= 0; break;
-      case Op::Gt: holds = compare(left, right) > 0; break;
-      case Op::Ge: holds = compare(left, right) >= 0; break;
-      case Op::In: holds = contains(right, left); break;
-      case Op::NotIn: holds = !contains(right, left); break;
-      default: break;
+      case Op::Eq:
+        holds = equals(left, right);
+        break;
+      case Op::Ne:
+        holds = !equals(left, right);
+        break;
+      case Op::Lt:
+        holds = compare(left, right) < 0;
+        break;
+      case Op::Le:
+        holds = compare(left, right) <= 0;
+        break;
+      case Op::Gt:
+        holds = compare(left, right) > 0;
+        break;
+      case Op::Ge:
+        holds = compare(left, right) >= 0;
+        break;
+      case Op::In:
+        holds = contains(right, left);
+        break;
+      case Op::NotIn:
+        holds = !contains(right, left);
+        break;
+      default:
+        break;
     }
     if (!holds) return Value(false);
     left = std::move(right);
@@ -145,9 +169,12 @@ Value Interpreter::call(const Value& callee, Args args) {
   if (!callee.is_callable()) problem("'" + type_name(callee) + "' object is not callable");
   const Callable& fn = callee.callable();
   switch (fn.kind) {
-    case Callable::Kind::Macro: return call_macro(fn, std::move(args));
-    case Callable::Kind::Global: return call_global(*this, fn.name, args);
-    case Callable::Kind::Method: return call_method(*this, fn.self, fn.name, args);
+    case Callable::Kind::Macro:
+      return call_macro(fn, std::move(args));
+    case Callable::Kind::Global:
+      return call_global(*this, fn.name, args);
+    case Callable::Kind::Method:
+      return call_method(*this, fn.self, fn.name, args);
     case Callable::Kind::LoopCycle: {
       if (!args.keyword.empty()) problem("loop.cycle() takes no keyword arguments");
       if (args.positional.empty()) problem("no items for cycling given");
@@ -223,7 +250,7 @@ Value Interpreter::attribute(const Value& object, std::string_view name) {
 Value Interpreter::item(const Value& object, const Value& key) {
   if (object.is_undefined()) problem(object.undefined_message());
   if (object.is_dict()) {
-    if (key.is_list() || key.is_dict()) problem("unhashable type: '" + type_name(key) + "'");
+    require_hashable(key);
     if (const Value* v = object.dict().find(key)) return *v;
   } else if ((object.is_list() || object.is_string()) && (key.is_int() || key.is_bool())) {
     const bool is_string = object.is_string();
@@ -246,7 +273,7 @@ Value Interpreter::item(const Value& object, const Value& key) {
     if (status != "missing") return Value::undefined(status);
     return missing_attribute(object, key.str());
   }
-  return Value::undefined(object_text(object) + " has no element " + repr(key, 256));
+  return Value::undefined(object_text(object) + " has no element " + short_repr(key));
 }
 
 namespace {
@@ -290,18 +317,24 @@ Value Interpreter::eval_slice(const SliceExpr& e) {
   const int64_t size = is_string ? int64_t(offsets.size() - 1) : int64_t(object.list().size());
   int64_t b, en, s;
   slice_bounds(&start, &stop, &step_value, size, b, en, s);
-  const int64_t count = s > 0 ? (en > b ? (en - b + s - 1) / s : 0) : (b > en ? (b - en - s - 1) / -s : 0);
+  // How many items: stride may be as large as the step (|INT64_MIN| taken as INT64_MAX,
+  // which selects the same single item); k = b + i * s stays inside [0, size).
+  const int64_t span = s > 0 ? en - b : b - en;
+  const int64_t stride = s > 0 ? s : (s == INT64_MIN ? INT64_MAX : -s);
+  const int64_t count = span > 0 ? 1 + (span - 1) / stride : 0;
   this->step(count / 16);
+  auto index = [&](int64_t i) { return size_t(b + i * s); };
   if (is_string) {
     const std::string& str = object.str();
+    if (count == 0) return text("");
     if (s == 1) return text(str.substr(offsets[size_t(b)], offsets[size_t(en)] - offsets[size_t(b)]));
     std::string out;
-    for (int64_t i = 0, k = b; i < count; ++i, k += s) out += str.substr(offsets[size_t(k)], offsets[size_t(k) + 1] - offsets[size_t(k)]);
+    for (int64_t i = 0; i < count; ++i) out += str.substr(offsets[index(i)], offsets[index(i) + 1] - offsets[index(i)]);
     return text(std::move(out));
   }
   List items;
   items.reserve(size_t(count));
-  for (int64_t i = 0, k = b; i < count; ++i, k += s) items.push_back(object.list()[size_t(k)]);
+  for (int64_t i = 0; i < count; ++i) items.push_back(object.list()[index(i)]);
   return list(std::move(items), object.is_tuple());
 }
 

@@ -30,9 +30,11 @@ struct Limits {
   // a block, a macro call inside a macro call. Parsing refuses deeper
   // sources; rendering counts all three together (a macro that calls itself
   // forever stops here), so the C++ stack stays bounded.
-  int max_depth = 256;
-  // Loop iterations, macro calls and items walked by filters, all together,
-  // per render. (range() itself stops at 100000 items, as Jinja's sandbox does.)
+  int max_depth = 128;
+  // Work per render: loop iterations, macro calls, items walked by filters,
+  // and text scanned (every 256 bytes compared, searched or measured count
+  // one), all together. (range() itself stops at 100000 items, as Jinja's
+  // sandbox does.) A 3 MB Qwen3.5 conversation needs under 1% of the default.
   int64_t max_loop_iterations = 1'000'000;
 };
 

@@ -21,14 +21,22 @@ class JsonWriter {
   void write(const Value& v, int depth) {
     if (depth > kMaxNesting) problem("tojson: values nested more than " + std::to_string(kMaxNesting) + " deep");
     switch (v.kind()) {
-      case Value::Kind::None: return add("null");
-      case Value::Kind::Bool: return add(v.as_bool() ? "true" : "false");
-      case Value::Kind::Int: return add(std::to_string(v.as_int()));
-      case Value::Kind::Float: return add(json_float(v.as_double()));
-      case Value::Kind::String: return write_string(v.str());
-      case Value::Kind::List: return write_list(v.list(), depth);
-      case Value::Kind::Dict: return write_dict(v.dict(), depth);
-      default: problem("tojson: Object of type " + type_name(v) + " is not JSON serializable");
+      case Value::Kind::None:
+        return add("null");
+      case Value::Kind::Bool:
+        return add(v.as_bool() ? "true" : "false");
+      case Value::Kind::Int:
+        return add(std::to_string(v.as_int()));
+      case Value::Kind::Float:
+        return add(json_float(v.as_double()));
+      case Value::Kind::String:
+        return write_string(v.str());
+      case Value::Kind::List:
+        return write_list(v.list(), depth);
+      case Value::Kind::Dict:
+        return write_dict(v.dict(), depth);
+      default:
+        problem("tojson: Object of type " + type_name(v) + " is not JSON serializable");
     }
   }
 
@@ -36,7 +44,8 @@ class JsonWriter {
 
  private:
   void add(std::string_view s) {
-    if (out_.size() + s.size() > max_bytes_) problem("output too large: more than " + std::to_string(max_bytes_) + " bytes");
+    if (out_.size() + s.size() > max_bytes_)
+      problem("output too large: more than " + std::to_string(max_bytes_) + " bytes");
     out_ += s;
   }
 
@@ -69,12 +78,18 @@ class JsonWriter {
   // json.dumps turns scalar keys into strings; anything else is a TypeError.
   std::string key_text(const Value& k) {
     switch (k.kind()) {
-      case Value::Kind::String: return k.str();
-      case Value::Kind::None: return "null";
-      case Value::Kind::Bool: return k.as_bool() ? "true" : "false";
-      case Value::Kind::Int: return std::to_string(k.as_int());
-      case Value::Kind::Float: return json_float(k.as_double());
-      default: problem("tojson: keys must be str, int, float, bool or None, not " + type_name(k));
+      case Value::Kind::String:
+        return k.str();
+      case Value::Kind::None:
+        return "null";
+      case Value::Kind::Bool:
+        return k.as_bool() ? "true" : "false";
+      case Value::Kind::Int:
+        return std::to_string(k.as_int());
+      case Value::Kind::Float:
+        return json_float(k.as_double());
+      default:
+        problem("tojson: keys must be str, int, float, bool or None, not " + type_name(k));
     }
   }
 
@@ -83,7 +98,8 @@ class JsonWriter {
     std::vector<const std::pair<Value, Value>*> entries;
     for (const auto& e : d.items) entries.push_back(&e);
     if (options_.sort_keys)
-      std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return compare(a->first, b->first) < 0; });
+      std::stable_sort(entries.begin(), entries.end(),
+                       [](auto* a, auto* b) { return compare(a->first, b->first) < 0; });
     add("{");
     if (options_.indent) newline(depth + 1);
     bool first = true;
@@ -107,14 +123,29 @@ class JsonWriter {
       const size_t begin = i;
       const char32_t c = pystr::next(s, i);
       switch (c) {
-        case '"': q += "\\\""; continue;
-        case '\\': q += "\\\\"; continue;
-        case '\n': q += "\\n"; continue;
-        case '\r': q += "\\r"; continue;
-        case '\t': q += "\\t"; continue;
-        case '\b': q += "\\b"; continue;
-        case '\f': q += "\\f"; continue;
-        default: break;
+        case '"':
+          q += "\\\"";
+          continue;
+        case '\\':
+          q += "\\\\";
+          continue;
+        case '\n':
+          q += "\\n";
+          continue;
+        case '\r':
+          q += "\\r";
+          continue;
+        case '\t':
+          q += "\\t";
+          continue;
+        case '\b':
+          q += "\\b";
+          continue;
+        case '\f':
+          q += "\\f";
+          continue;
+        default:
+          break;
       }
       if (c < 0x20 || (options_.ensure_ascii && c >= 0x7F)) {
         append_escape(q, c);

@@ -10,7 +10,7 @@
 namespace deltagen::jinja {
 
 struct JsonOptions {
-  std::optional<std::string> indent;  // unset: one line; else the text of one indent level
+  std::optional<std::string> indent;                         // unset: one line; else the text of one indent level
   std::optional<std::string> item_separator, key_separator;  // unset: Python's defaults for the indent
   bool sort_keys = false;
   bool ensure_ascii = false;

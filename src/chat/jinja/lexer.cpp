@@ -55,10 +55,20 @@ class Lexer {
     throw Error(name_ + ":" + std::to_string(t.line) + ":" + std::to_string(t.column) + ": " + problem);
   }
 
-  void locate(size_t at, Token& t) const {
+  // Line and column of byte `at`. Tokens come in order, so the column is
+  // counted on from the previous token's (one long line stays linear).
+  void locate(size_t at, Token& t) {
     const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), at) - 1;
+    const size_t line_start = *it;
+    if (line_start != cursor_line_start_ || at < cursor_) {
+      cursor_line_start_ = line_start;
+      cursor_ = line_start;
+      cursor_column_ = 1;
+    }
+    cursor_column_ += int64_t(pystr::length(std::string_view(src_).substr(cursor_, at - cursor_)));
+    cursor_ = at;
     t.line = int(it - line_starts_.begin()) + 1;
-    t.column = int(pystr::length(std::string_view(src_).substr(*it, at - *it))) + 1;
+    t.column = int(cursor_column_);
   }
 
   void emit(TokenKind kind, size_t at, std::string text) {
@@ -142,7 +152,8 @@ class Lexer {
       char close_sign = 0;
       if (!match_word_tag(at + 2 + (sign ? 1 : 0), "endraw", after_close, &close_sign)) continue;
       line_starting_ = src_[after_open - 1] == '\n';
-      const std::string_view body = strip_before_tag(std::string_view(src_).substr(after_open, at - after_open), sign, true);
+      const std::string_view body =
+          strip_before_tag(std::string_view(src_).substr(after_open, at - after_open), sign, true);
       if (!body.empty()) emit(TokenKind::Text, after_open, std::string(body));
       finish_tag(after_close, close_sign, true);
       return true;
@@ -325,27 +336,54 @@ class Lexer {
     if (at + 1 >= src_.size()) fail(at, "unclosed string literal");
     const char e = src_[at + 1];
     switch (e) {
-      case '\n': return at + 2;  // a backslash-newline continues the line
-      case '\\': value += '\\'; return at + 2;
-      case '\'': value += '\''; return at + 2;
-      case '"': value += '"'; return at + 2;
-      case 'a': value += '\a'; return at + 2;
-      case 'b': value += '\b'; return at + 2;
-      case 'f': value += '\f'; return at + 2;
-      case 'n': value += '\n'; return at + 2;
-      case 'r': value += '\r'; return at + 2;
-      case 't': value += '\t'; return at + 2;
-      case 'v': value += '\v'; return at + 2;
-      case 'x': return hex_escape(at, 2, value);
-      case 'u': return hex_escape(at, 4, value);
-      case 'U': return hex_escape(at, 8, value);
-      case 'N': fail(at, "\\N{...} escapes are not supported");
-      default: break;
+      case '\n':
+        return at + 2;  // a backslash-newline continues the line
+      case '\\':
+        value += '\\';
+        return at + 2;
+      case '\'':
+        value += '\'';
+        return at + 2;
+      case '"':
+        value += '"';
+        return at + 2;
+      case 'a':
+        value += '\a';
+        return at + 2;
+      case 'b':
+        value += '\b';
+        return at + 2;
+      case 'f':
+        value += '\f';
+        return at + 2;
+      case 'n':
+        value += '\n';
+        return at + 2;
+      case 'r':
+        value += '\r';
+        return at + 2;
+      case 't':
+        value += '\t';
+        return at + 2;
+      case 'v':
+        value += '\v';
+        return at + 2;
+      case 'x':
+        return hex_escape(at, 2, value);
+      case 'u':
+        return hex_escape(at, 4, value);
+      case 'U':
+        return hex_escape(at, 8, value);
+      case 'N':
+        fail(at, "\\N{...} escapes are not supported");
+      default:
+        break;
     }
     if (e >= '0' && e <= '7') {
       char32_t cp = 0;
       size_t i = at + 1;
-      for (int n = 0; n < 3 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++n, ++i) cp = cp * 8 + char32_t(src_[i] - '0');
+      for (int n = 0; n < 3 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++n, ++i)
+        cp = cp * 8 + char32_t(src_[i] - '0');
       pystr::append(value, cp);
       return i;
     }
@@ -383,7 +421,9 @@ class Lexer {
   const std::string& name_;
   std::vector<size_t> line_starts_;
   size_t pos_ = 0;
-  bool line_starting_ = true;  // the previous tag ended with a newline (lstrip_blocks needs it)
+  bool line_starting_ = true;                  // the previous tag ended with a newline (lstrip_blocks needs it)
+  size_t cursor_ = 0, cursor_line_start_ = 0;  // locate()'s last position
+  int64_t cursor_column_ = 1;
   std::vector<Token> out_;
 };
 

@@ -23,8 +23,8 @@ enum class TokenKind {
   String,      // a string literal, escapes decoded
   Int,
   Float,
-  Operator,    // + - * / // % ** ~ == != < <= > >= = ( ) [ ] { } , . : |
-  End,         // end of the template
+  Operator,  // + - * / // % ** ~ == != < <= > >= = ( ) [ ] { } , . : |
+  End,       // end of the template
 };
 
 struct Token {

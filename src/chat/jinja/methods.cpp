@@ -15,15 +15,16 @@ std::string format_fields(Interpreter& in, const std::string& format, const Args
 namespace {
 
 constexpr std::string_view kStringMethods[] = {
-    "capitalize", "casefold",  "center",   "count",      "endswith",   "find",       "format",  "index",
-    "isalnum",    "isalpha",   "isdecimal", "isdigit",   "islower",    "isnumeric",  "isspace", "istitle",
-    "isupper",    "join",      "ljust",    "lower",      "lstrip",     "partition",  "removeprefix",
-    "removesuffix", "replace", "rfind",    "rindex",     "rjust",      "rpartition", "rsplit",  "rstrip",
-    "split",      "splitlines", "startswith", "strip",   "swapcase",   "title",      "upper",   "zfill"};
+    "capitalize", "casefold",   "center",    "count",    "endswith",   "find",      "format",       "index",
+    "isalnum",    "isalpha",    "isdecimal", "isdigit",  "islower",    "isnumeric", "isspace",      "istitle",
+    "isupper",    "join",       "ljust",     "lower",    "lstrip",     "partition", "removeprefix", "removesuffix",
+    "replace",    "rfind",      "rindex",    "rjust",    "rpartition", "rsplit",    "rstrip",       "split",
+    "splitlines", "startswith", "strip",     "swapcase", "title",      "upper",     "zfill"};
 constexpr std::string_view kDictMethods[] = {"copy", "get", "items", "keys", "values"};
 constexpr std::string_view kDictMutators[] = {"clear", "pop", "popitem", "setdefault", "update"};
 constexpr std::string_view kListMethods[] = {"copy", "count", "index"};
-constexpr std::string_view kListMutators[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
+constexpr std::string_view kListMutators[] = {"append", "clear",  "extend",  "insert",
+                                              "pop",    "remove", "reverse", "sort"};
 
 template <size_t N>
 bool among(const std::string_view (&names)[N], std::string_view name) {
@@ -93,8 +94,9 @@ bool is_letter(char32_t c) {
   // Letters: ASCII ones, and non-ASCII code points that are printable, not
   // spaces and not punctuation-like (an approximation of str.isalpha()).
   if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-  return pystr::is_printable(c) && !pystr::is_space(c) && !(c >= 0x2000 && c <= 0x2BFF) && !(c >= 0x3000 && c <= 0x303F) &&
-         !(c >= 0xFF00 && c <= 0xFF20) && !(c >= 0xA0 && c <= 0xBF) && c != 0xD7 && c != 0xF7;
+  return pystr::is_printable(c) && !pystr::is_space(c) && !(c >= 0x2000 && c <= 0x2BFF) &&
+         !(c >= 0x3000 && c <= 0x303F) && !(c >= 0xFF00 && c <= 0xFF20) && !(c >= 0xA0 && c <= 0xBF) && c != 0xD7 &&
+         c != 0xF7;
 }
 
 Value string_method(Interpreter& in, const Value& self, std::string_view name, const Args& args) {
@@ -112,7 +114,8 @@ Value string_method(Interpreter& in, const Value& self, std::string_view name, c
     const std::optional<std::string> sep = a.optional_string(0);
     const std::optional<std::string_view> sep_view = sep ? std::optional<std::string_view>(*sep) : std::nullopt;
     const int64_t maxsplit = a.int_or(1, -1);
-    return string_list(in, name == "split" ? pystr::split(s, sep_view, maxsplit) : pystr::rsplit(s, sep_view, maxsplit));
+    return string_list(in,
+                       name == "split" ? pystr::split(s, sep_view, maxsplit) : pystr::rsplit(s, sep_view, maxsplit));
   }
   if (name == "splitlines") {
     ArgReader a(args, m, {"keepends"});
@@ -129,14 +132,19 @@ Value string_method(Interpreter& in, const Value& self, std::string_view name, c
     ArgReader a(args, m, {"affix"});
     const std::string affix = text_arg(a.get_or(0, Value(std::string())), m.c_str());
     if (name == "removeprefix" && s.starts_with(affix)) return in.text(s.substr(affix.size()), safe);
-    if (name == "removesuffix" && !affix.empty() && s.ends_with(affix)) return in.text(s.substr(0, s.size() - affix.size()), safe);
+    if (name == "removesuffix" && !affix.empty() && s.ends_with(affix))
+      return in.text(s.substr(0, s.size() - affix.size()), safe);
     return self;
   }
-  if (name == "lower" || name == "casefold") return ArgReader(args, m, {}), in.text(pystr::lower(s), safe);
-  if (name == "upper") return ArgReader(args, m, {}), in.text(pystr::upper(s), safe);
-  if (name == "title") return ArgReader(args, m, {}), in.text(pystr::title(s), safe);
-  if (name == "capitalize") return ArgReader(args, m, {}), in.text(pystr::capitalize(s), safe);
-  if (name == "swapcase") return ArgReader(args, m, {}), in.text(pystr::swapcase(s), safe);
+  if (name == "lower" || name == "casefold" || name == "upper" || name == "title" || name == "capitalize" ||
+      name == "swapcase") {
+    ArgReader none(args, m, {});
+    if (name == "upper") return in.text(pystr::upper(s), safe);
+    if (name == "title") return in.text(pystr::title(s), safe);
+    if (name == "capitalize") return in.text(pystr::capitalize(s), safe);
+    if (name == "swapcase") return in.text(pystr::swapcase(s), safe);
+    return in.text(pystr::lower(s), safe);
+  }
   if (name == "replace") {
     ArgReader a(args, m, {"old", "new", "count"});
     if (!a.has(0) || !a.has(1)) problem("replace() takes at least 2 arguments");
@@ -213,7 +221,7 @@ Value dict_method(Interpreter& in, const Value& self, std::string_view name, con
     ArgReader a(args, m, {"key", "default"});
     if (!a.has(0)) problem("get expected at least 1 argument, got 0");
     const Value& key = *a.get(0);
-    if (key.is_list() || key.is_dict()) problem("unhashable type: '" + type_name(key) + "'");
+    require_hashable(key);
     if (const Value* v = d.find(key)) return *v;
     return a.get_or(1, Value::none());
   }
@@ -233,15 +241,19 @@ Value dict_method(Interpreter& in, const Value& self, std::string_view name, con
 Value list_method(Interpreter& in, const Value& self, std::string_view name, const Args& args) {
   const List& items = self.list();
   const std::string m(name);
-  if (name == "copy") return ArgReader(args, m, {}), self;
+  if (name == "copy") {
+    ArgReader none(args, m, {});
+    return self;
+  }
   ArgReader a(args, m, {"value"});
   if (!a.has(0)) problem(m + "() takes exactly one argument (0 given)");
   in.step(int64_t(items.size()) / 16);
   if (name == "count")
-    return Value(int64_t(std::count_if(items.begin(), items.end(), [&](const Value& v) { return equals(v, *a.get(0)); })));
+    return Value(
+        int64_t(std::count_if(items.begin(), items.end(), [&](const Value& v) { return equals(v, *a.get(0)); })));
   for (size_t i = 0; i < items.size(); ++i)
     if (equals(items[i], *a.get(0))) return Value(int64_t(i));
-  problem(repr(*a.get(0), 200) + " is not in list");
+  problem(short_repr(*a.get(0)) + " is not in list");
 }
 
 }  // namespace
@@ -250,7 +262,8 @@ std::string method_status(const Value& self, std::string_view name) {
   if (self.is_string()) return among(kStringMethods, name) ? "" : "missing";
   if (self.is_dict()) {
     if (among(kDictMethods, name)) return "";
-    if (among(kDictMutators, name)) return "access to attribute '" + std::string(name) + "' of 'dict' object is unsafe.";
+    if (among(kDictMutators, name))
+      return "access to attribute '" + std::string(name) + "' of 'dict' object is unsafe.";
   }
   if (self.is_list()) {
     if (among(kListMethods, name) && !(self.is_tuple() && name == "copy")) return "";

@@ -5,6 +5,7 @@
 
 #include "chat/jinja/problem.h"
 #include "chat/jinja/pystr.h"
+#include "chat/jinja/work.h"
 
 namespace deltagen::jinja {
 
@@ -13,12 +14,23 @@ std::string html_escape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -28,14 +40,22 @@ namespace {
 
 const char* symbol(Op op) {
   switch (op) {
-    case Op::Add: return "+";
-    case Op::Sub: return "-";
-    case Op::Mul: return "*";
-    case Op::Div: return "/";
-    case Op::FloorDiv: return "//";
-    case Op::Mod: return "%";
-    case Op::Pow: return "** or pow()";
-    default: return "?";
+    case Op::Add:
+      return "+";
+    case Op::Sub:
+      return "-";
+    case Op::Mul:
+      return "*";
+    case Op::Div:
+      return "/";
+    case Op::FloorDiv:
+      return "//";
+    case Op::Mod:
+      return "%";
+    case Op::Pow:
+      return "** or pow()";
+    default:
+      return "?";
   }
 }
 
@@ -64,9 +84,15 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
     const int64_t x = a.as_int(), y = b.as_int();
     int64_t r = 0;
     switch (op) {
-      case Op::Add: check_overflow(__builtin_add_overflow(x, y, &r)); return Value(r);
-      case Op::Sub: check_overflow(__builtin_sub_overflow(x, y, &r)); return Value(r);
-      case Op::Mul: check_overflow(__builtin_mul_overflow(x, y, &r)); return Value(r);
+      case Op::Add:
+        check_overflow(__builtin_add_overflow(x, y, &r));
+        return Value(r);
+      case Op::Sub:
+        check_overflow(__builtin_sub_overflow(x, y, &r));
+        return Value(r);
+      case Op::Mul:
+        check_overflow(__builtin_mul_overflow(x, y, &r));
+        return Value(r);
       case Op::Div:
         if (y == 0) problem("division by zero");
         return Value(double(x) / double(y));
@@ -87,14 +113,18 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
           return Value(std::pow(double(x), double(y)));
         }
         return Value(int_pow(x, y));
-      default: break;
+      default:
+        break;
     }
   }
   const double x = a.as_double(), y = b.as_double();
   switch (op) {
-    case Op::Add: return Value(x + y);
-    case Op::Sub: return Value(x - y);
-    case Op::Mul: return Value(x * y);
+    case Op::Add:
+      return Value(x + y);
+    case Op::Sub:
+      return Value(x - y);
+    case Op::Mul:
+      return Value(x * y);
     case Op::Div:
       if (y == 0) problem("float division by zero");
       return Value(x / y);
@@ -122,15 +152,20 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
     }
     case Op::Pow:
       if (x == 0 && y < 0) problem("0.0 cannot be raised to a negative power");
-      if (x < 0 && y != std::floor(y)) problem("negative number cannot be raised to a fractional power (complex result)");
+      if (x < 0 && y != std::floor(y))
+        problem("negative number cannot be raised to a fractional power (complex result)");
       return Value(std::pow(x, y));
-    default: break;
+    default:
+      break;
   }
   unsupported(op, a, b);
 }
 
 Value repeat(Interpreter& in, const Value& seq, const Value& times) {
-  const int64_t n = std::max<int64_t>(times.as_int(), 0);
+  // An empty sequence repeats to nothing however large n is (the loops below
+  // would still run n times).
+  const bool empty = seq.is_string() ? seq.str().empty() : seq.list().empty();
+  const int64_t n = empty ? 0 : std::max<int64_t>(times.as_int(), 0);
   if (seq.is_string()) {
     if (n > 0 && seq.str().size() > in.max_string_bytes() / uint64_t(n))
       problem("string too long: repeating it " + std::to_string(n) + " times passes the output limit");
@@ -139,7 +174,8 @@ Value repeat(Interpreter& in, const Value& seq, const Value& times) {
     return in.text(std::move(out), seq.safe());
   }
   const List& items = seq.list();
-  if (n > 0 && items.size() > in.max_string_bytes() / 8 / uint64_t(n)) problem("list too long: repeating it " + std::to_string(n) + " times");
+  if (n > 0 && items.size() > in.max_string_bytes() / 8 / uint64_t(n))
+    problem("list too long: repeating it " + std::to_string(n) + " times");
   List out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
   in.step(int64_t(out.size()) / 16);
@@ -164,7 +200,8 @@ Value binary_operator(Interpreter& in, Op op, const Value& a, const Value& b) {
   if (op == Op::Add) {
     if (a.is_string() && b.is_string()) {
       if (a.safe() || b.safe()) return in.text(escaped_text(in, a) + escaped_text(in, b), true);
-      if (a.str().size() + b.str().size() > in.max_string_bytes()) problem("string too long: more than the output limit");
+      if (a.str().size() + b.str().size() > in.max_string_bytes())
+        problem("string too long: more than the output limit");
       return in.text(a.str() + b.str());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
@@ -179,12 +216,15 @@ Value binary_operator(Interpreter& in, Op op, const Value& a, const Value& b) {
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(in, b, a);
   }
   if (op == Op::Mod && a.is_string()) return format_percent(in, a, b);
+  if (op == Op::Add && (a.is_string() || a.is_list()))  // Python's wording for these
+    problem("can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
   unsupported(op, a, b);
 }
 
 Value unary_operator(Op op, const Value& v) {
   if (v.is_undefined()) problem(v.undefined_message());
-  if (!v.is_number()) problem(std::string("bad operand type for unary ") + (op == Op::Neg ? "-" : "+") + ": '" + type_name(v) + "'");
+  if (!v.is_number())
+    problem(std::string("bad operand type for unary ") + (op == Op::Neg ? "-" : "+") + ": '" + type_name(v) + "'");
   if (op == Op::Pos) return v.is_float() ? v : Value(v.as_int());
   if (v.is_float()) return Value(-v.as_double());
   if (v.as_int() == INT64_MIN) problem("integer overflow: the result does not fit in 64 bits");
@@ -195,16 +235,19 @@ bool contains(const Value& container, const Value& item) {
   switch (container.kind()) {
     case Value::Kind::String:
       if (!item.is_string()) problem("'in <string>' requires string as left operand, not " + type_name(item));
+      charge_scan(container.str().size());
       return container.str().find(item.str()) != std::string::npos;
     case Value::Kind::List:
       for (const Value& v : container.list())
         if (equals(v, item)) return true;
       return false;
     case Value::Kind::Dict:
-      if (item.is_list() || item.is_dict()) problem("unhashable type: '" + type_name(item) + "'");
+      require_hashable(item);
       return container.dict().find(item) != nullptr;
-    case Value::Kind::Undefined: return false;  // iterates as empty
-    default: problem("argument of type '" + type_name(container) + "' is not iterable");
+    case Value::Kind::Undefined:
+      return false;  // iterates as empty
+    default:
+      problem("argument of type '" + type_name(container) + "' is not iterable");
   }
 }
 
@@ -240,12 +283,14 @@ std::string format_one(Interpreter& in, const Spec& spec, const Value& v) {
     }
     case 'c': {
       if (v.is_string() && pystr::length(v.str()) == 1) return pad(v.str(), spec);
-      if (!v.is_int() || v.as_int() < 0 || v.as_int() > 0x10FFFF) problem("%c requires an int or a single character");
+      if (!v.is_int() || v.as_int() < 0 || v.as_int() > 0x10FFFF || (v.as_int() >= 0xD800 && v.as_int() <= 0xDFFF))
+        problem("%c requires an int naming a character (not a surrogate) or a single character");
       std::string c;
       pystr::append(c, char32_t(v.as_int()));
       return pad(c, spec);
     }
-    default: break;
+    default:
+      break;
   }
   if (!v.is_number()) problem(std::string("%") + spec.type + " format: a real number is required, not " + type_name(v));
   switch (spec.type) {
@@ -273,8 +318,11 @@ std::string format_one(Interpreter& in, const Spec& spec, const Value& v) {
     case 'e':
     case 'E':
     case 'g':
-    case 'G': std::snprintf(buf, sizeof buf, (printf_spec + spec.type).c_str(), v.as_double()); return buf;
-    default: problem(std::string("unsupported format character '") + spec.type + "'");
+    case 'G':
+      std::snprintf(buf, sizeof buf, (printf_spec + spec.type).c_str(), v.as_double());
+      return buf;
+    default:
+      problem(std::string("unsupported format character '") + spec.type + "'");
   }
 }
 

@@ -62,7 +62,8 @@ Body Parser::parse_body(const std::vector<std::string_view>& ends, std::string* 
         body.push_back(parse_block());
         break;
       }
-      default: fail_unexpected("text or a tag");
+      default:
+        fail_unexpected("text or a tag");
     }
   }
 }
@@ -93,10 +94,13 @@ StmtPtr Parser::parse_block() {
   }
   if (name == "include" || name == "import" || name == "from" || name == "extends")
     fail(at, "'" + name + "' is not supported: a chat template renders alone, with no other templates to load");
-  if (name == "block" || name == "call" || name == "autoescape")
-    fail(at, "the '" + name + "' tag is not supported");
-  if (name.starts_with("end") || name == "elif" || name == "else")
-    fail(at, "unexpected '" + name + "': no block it could close is open here");
+  if (name == "block" || name == "call" || name == "autoescape") fail(at, "the '" + name + "' tag is not supported");
+  if (name.starts_with("end") || name == "elif" || name == "else") {
+    if (open_blocks_.empty()) fail(at, "unexpected '" + name + "': no block is open here");
+    const auto& [tag, opened] = open_blocks_.back();
+    fail(at, "unexpected '" + name + "': the innermost open block is '" + tag + "' (opened at " +
+                 std::to_string(opened.line) + ":" + std::to_string(opened.column) + ")");
+  }
   fail(at, "unknown tag '" + name + "'");
 }
 
@@ -266,9 +270,7 @@ Token Parser::next() {
   return t;
 }
 
-bool Parser::at_operator(std::string_view op) const {
-  return peek().kind == TokenKind::Operator && peek().text == op;
-}
+bool Parser::at_operator(std::string_view op) const { return peek().kind == TokenKind::Operator && peek().text == op; }
 bool Parser::at_name(std::string_view name) const { return peek().kind == TokenKind::Name && peek().text == name; }
 
 bool Parser::skip_operator(std::string_view op) {
@@ -294,14 +296,22 @@ std::string Parser::expect_name() {
 
 std::string Parser::describe(const Token& t) {
   switch (t.kind) {
-    case TokenKind::Text: return "template text";
-    case TokenKind::PrintBegin: return "'{{'";
-    case TokenKind::PrintEnd: return "'}}'";
-    case TokenKind::BlockBegin: return "'{%'";
-    case TokenKind::BlockEnd: return "'%}'";
-    case TokenKind::String: return "a string";
-    case TokenKind::End: return "the end of the template";
-    default: return "'" + t.text + "'";
+    case TokenKind::Text:
+      return "template text";
+    case TokenKind::PrintBegin:
+      return "'{{'";
+    case TokenKind::PrintEnd:
+      return "'}}'";
+    case TokenKind::BlockBegin:
+      return "'{%'";
+    case TokenKind::BlockEnd:
+      return "'%}'";
+    case TokenKind::String:
+      return "a string";
+    case TokenKind::End:
+      return "the end of the template";
+    default:
+      return "'" + t.text + "'";
   }
 }
 

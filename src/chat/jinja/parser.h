@@ -38,7 +38,7 @@ class Parser {
   StmtPtr parse_with(Position at);
   Target parse_target(bool allow_attribute);
   std::vector<ExprPtr> parse_filter_chain();
-  void end_block();  // expects %}
+  void end_block();                             // expects %}
   void end_block_named(std::string_view name);  // expects {% name %}
 
   // ---- expressions (parser_expr.cpp) ----
@@ -49,14 +49,8 @@ class Parser {
   // `conditional` false: the elements are parsed without `if ... else`, so a
   // following `if` stays for the caller ({% for x in xs if x %}).
   ExprPtr parse_tuple(bool conditional, const std::vector<std::string_view>& end_names = {});
-  ExprPtr parse_or();
-  ExprPtr parse_and();
-  ExprPtr parse_not();
-  ExprPtr parse_compare();
-  ExprPtr parse_math1();
-  ExprPtr parse_concat();
-  ExprPtr parse_math2();
-  ExprPtr parse_pow();
+  ExprPtr parse_binary(int lowest_level);
+  bool peek_binary(Op& op, int& level) const;
   ExprPtr parse_unary(bool with_filters);
   ExprPtr parse_primary();
   ExprPtr parse_postfix(ExprPtr node);
@@ -95,8 +89,8 @@ class Parser {
   const int max_depth_;
   int recursion_ = 0;
   std::vector<std::pair<std::string, Position>> open_blocks_;  // tag and where it opened
-  int loop_depth_ = 0;                  // for loops around the current statement, inside the current macro
-  std::vector<MacroStmt*> macros_;      // macros being parsed, innermost last
+  int loop_depth_ = 0;              // for loops around the current statement, inside the current macro
+  std::vector<MacroStmt*> macros_;  // macros being parsed, innermost last
 };
 
 }  // namespace deltagen::jinja

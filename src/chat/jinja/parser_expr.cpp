@@ -1,5 +1,6 @@
-// The expression half of the parser, one function per precedence level as
-// in Jinja's own parser (so `-x|abs` is abs(-x) and `a + b is string` tests b).
+// The expression half of the parser. Precedences are Jinja's: unary minus,
+// filters and tests bind tighter than any binary operator, so `-x|abs` is
+// abs(-x) and `a + b is string` tests b.
 #include <algorithm>
 
 #include "chat/jinja/builtins.h"
@@ -20,7 +21,8 @@ int depth_of(const ExprPtr& e) { return e ? e->depth : 0; }
 int deepest_child(const Expr& e) {
   switch (e.kind) {
     case ExprKind::Literal:
-    case ExprKind::Name: return 0;
+    case ExprKind::Name:
+      return 0;
     case ExprKind::List: {
       int d = 0;
       for (const auto& item : static_cast<const ListExpr&>(e).items) d = std::max(d, item->depth);
@@ -31,7 +33,8 @@ int deepest_child(const Expr& e) {
       for (const auto& [k, v] : static_cast<const DictExpr&>(e).entries) d = std::max({d, k->depth, v->depth});
       return d;
     }
-    case ExprKind::Unary: return static_cast<const UnaryExpr&>(e).operand->depth;
+    case ExprKind::Unary:
+      return static_cast<const UnaryExpr&>(e).operand->depth;
     case ExprKind::Binary: {
       const auto& b = static_cast<const BinaryExpr&>(e);
       return std::max(b.left->depth, b.right->depth);
@@ -46,7 +49,8 @@ int deepest_child(const Expr& e) {
       const auto& c = static_cast<const ConditionalExpr&>(e);
       return std::max({depth_of(c.then_value), depth_of(c.condition), depth_of(c.else_value)});
     }
-    case ExprKind::Attribute: return static_cast<const AttributeExpr&>(e).object->depth;
+    case ExprKind::Attribute:
+      return static_cast<const AttributeExpr&>(e).object->depth;
     case ExprKind::Item: {
       const auto& i = static_cast<const ItemExpr&>(e);
       return std::max(i.object->depth, i.index->depth);
@@ -90,11 +94,11 @@ ExprPtr Parser::seal(ExprPtr node) {
 ExprPtr Parser::parse_expression() {
   const Position at = position(peek());
   RecursionGuard guard(*this, at);
-  ExprPtr value = parse_or();
+  ExprPtr value = parse_binary(0);
   while (skip_name("if")) {
     auto c = std::make_unique<ConditionalExpr>(at);
     c->then_value = std::move(value);
-    c->condition = parse_or();
+    c->condition = parse_binary(0);
     if (skip_name("else")) c->else_value = parse_expression();
     value = seal(std::move(c));
   }
@@ -106,14 +110,15 @@ ExprPtr Parser::parse_tuple(bool conditional, const std::vector<std::string_view
   auto at_end = [&] {
     const Token& t = peek();
     if (t.kind == TokenKind::PrintEnd || t.kind == TokenKind::BlockEnd || at_operator(")")) return true;
-    return t.kind == TokenKind::Name && std::find(end_names.begin(), end_names.end(), std::string_view(t.text)) != end_names.end();
+    return t.kind == TokenKind::Name &&
+           std::find(end_names.begin(), end_names.end(), std::string_view(t.text)) != end_names.end();
   };
   auto tuple = std::make_unique<ListExpr>(at, true);
   bool is_tuple = false;
   while (true) {
     if (!tuple->items.empty()) expect_operator(",");
     if (!tuple->items.empty() && at_end()) break;
-    tuple->items.push_back(conditional ? parse_expression() : parse_or());
+    tuple->items.push_back(conditional ? parse_expression() : parse_binary(0));
     if (!at_operator(",")) break;
     is_tuple = true;
   }
@@ -121,113 +126,76 @@ ExprPtr Parser::parse_tuple(bool conditional, const std::vector<std::string_view
   return seal(std::move(tuple));
 }
 
-ExprPtr Parser::parse_or() {
-  ExprPtr left = parse_and();
-  while (at_name("or")) {
-    const Position at = position(next());
-    left = seal(std::make_unique<BinaryExpr>(at, Op::Or, std::move(left), parse_and()));
+namespace {
+
+// Binary precedence levels, lowest first. `not` is a prefix operator between
+// `and` and the comparisons; ** is left-associative, as in Jinja.
+enum Level { kOr, kAnd, kNot, kCompare, kAdd, kConcat, kMul, kPow, kUnary };
+
+}  // namespace
+
+// The binary operator at the current token and its level; false if none.
+bool Parser::peek_binary(Op& op, int& level) const {
+  const Token& t = peek();
+  if (t.kind == TokenKind::Name) {
+    if (t.text == "or") return op = Op::Or, level = kOr, true;
+    if (t.text == "and") return op = Op::And, level = kAnd, true;
+    if (t.text == "in") return op = Op::In, level = kCompare, true;
+    if (t.text == "not" && peek(1).kind == TokenKind::Name && peek(1).text == "in")
+      return op = Op::NotIn, level = kCompare, true;
+    return false;
   }
-  return left;
+  if (t.kind != TokenKind::Operator) return false;
+  static constexpr std::pair<std::string_view, Op> kOps[] = {
+      {"==", Op::Eq}, {"!=", Op::Ne},       {"<", Op::Lt},  {"<=", Op::Le},    {">", Op::Gt},
+      {">=", Op::Ge}, {"+", Op::Add},       {"-", Op::Sub}, {"~", Op::Concat}, {"*", Op::Mul},
+      {"/", Op::Div}, {"//", Op::FloorDiv}, {"%", Op::Mod}, {"**", Op::Pow}};
+  for (const auto& [text, o] : kOps) {
+    if (t.text != text) continue;
+    op = o;
+    level = o == Op::Add || o == Op::Sub                                        ? kAdd
+            : o == Op::Concat                                                   ? kConcat
+            : o == Op::Pow                                                      ? kPow
+            : o == Op::Mul || o == Op::Div || o == Op::FloorDiv || o == Op::Mod ? kMul
+                                                                                : kCompare;
+    return true;
+  }
+  return false;
 }
 
-ExprPtr Parser::parse_and() {
-  ExprPtr left = parse_not();
-  while (at_name("and")) {
-    const Position at = position(next());
-    left = seal(std::make_unique<BinaryExpr>(at, Op::And, std::move(left), parse_not()));
-  }
-  return left;
-}
-
-ExprPtr Parser::parse_not() {
-  if (at_name("not")) {
+// Operators of level `lowest` and above, by precedence climbing: one C++
+// frame per parenthesis level rather than one per precedence level, which
+// keeps deeply nested (hostile) templates cheap on the stack.
+ExprPtr Parser::parse_binary(int lowest) {
+  ExprPtr left;
+  if (lowest <= kNot && at_name("not") && !(peek(1).kind == TokenKind::Name && peek(1).text == "in")) {
     const Position at = position(next());
     RecursionGuard guard(*this, at);
-    ExprPtr operand = parse_not();
-    return seal(std::make_unique<UnaryExpr>(at, Op::Not, std::move(operand)));
+    ExprPtr operand = parse_binary(kNot);
+    left = seal(std::make_unique<UnaryExpr>(at, Op::Not, std::move(operand)));
+  } else {
+    left = parse_unary(true);
   }
-  return parse_compare();
-}
-
-ExprPtr Parser::parse_compare() {
-  const Position at = position(peek());
-  ExprPtr first = parse_math1();
-  auto cmp = std::make_unique<CompareExpr>(at, nullptr);
-  while (true) {
-    static constexpr std::pair<std::string_view, Op> kOps[] = {
-        {"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt}, {"<=", Op::Le}, {">", Op::Gt}, {">=", Op::Ge}};
-    Op op;
-    bool found = false;
-    for (auto [text, o] : kOps) {
-      if (at_operator(text)) {
-        next();
-        op = o;
-        found = true;
-        break;
-      }
+  Op op;
+  int level;
+  while (peek_binary(op, level) && level >= lowest) {
+    const Position at = position(peek());
+    if (op == Op::NotIn) next();
+    next();
+    if (level != kCompare) {
+      ExprPtr right = parse_binary(level + 1);
+      left = seal(std::make_unique<BinaryExpr>(at, op, std::move(left), std::move(right)));
+      continue;
     }
-    if (!found) {
-      if (at_name("in")) {
-        next();
-        op = Op::In;
-      } else if (at_name("not") && peek(1).kind == TokenKind::Name && peek(1).text == "in") {
-        next();
-        next();
-        op = Op::NotIn;
-      } else {
-        break;
-      }
+    // a < b <= c: one node, each comparison against the previous operand.
+    auto cmp = std::make_unique<CompareExpr>(left->at, std::move(left));
+    cmp->rest.emplace_back(op, parse_binary(kCompare + 1));
+    while (peek_binary(op, level) && level == kCompare) {
+      if (op == Op::NotIn) next();
+      next();
+      cmp->rest.emplace_back(op, parse_binary(kCompare + 1));
     }
-    cmp->rest.emplace_back(op, parse_math1());
-  }
-  if (cmp->rest.empty()) return first;
-  cmp->first = std::move(first);
-  return seal(std::move(cmp));
-}
-
-ExprPtr Parser::parse_math1() {
-  ExprPtr left = parse_concat();
-  while (at_operator("+") || at_operator("-")) {
-    const Token op = next();
-    left = seal(std::make_unique<BinaryExpr>(position(op), op.text == "+" ? Op::Add : Op::Sub, std::move(left),
-                                             parse_concat()));
-  }
-  return left;
-}
-
-ExprPtr Parser::parse_concat() {
-  ExprPtr left = parse_math2();
-  while (at_operator("~")) {
-    const Position at = position(next());
-    left = seal(std::make_unique<BinaryExpr>(at, Op::Concat, std::move(left), parse_math2()));
-  }
-  return left;
-}
-
-ExprPtr Parser::parse_math2() {
-  ExprPtr left = parse_pow();
-  while (true) {
-    Op op;
-    if (at_operator("*"))
-      op = Op::Mul;
-    else if (at_operator("/"))
-      op = Op::Div;
-    else if (at_operator("//"))
-      op = Op::FloorDiv;
-    else if (at_operator("%"))
-      op = Op::Mod;
-    else
-      return left;
-    const Position at = position(next());
-    left = seal(std::make_unique<BinaryExpr>(at, op, std::move(left), parse_pow()));
-  }
-}
-
-ExprPtr Parser::parse_pow() {
-  ExprPtr left = parse_unary(true);
-  while (at_operator("**")) {
-    const Position at = position(next());
-    left = seal(std::make_unique<BinaryExpr>(at, Op::Pow, std::move(left), parse_unary(true)));
+    left = seal(std::move(cmp));
   }
   return left;
 }
@@ -264,8 +232,10 @@ ExprPtr Parser::parse_primary() {
       while (peek().kind == TokenKind::String) text += next().text;  // 'a' 'b' is 'ab', as in Python
       return std::make_unique<LiteralExpr>(at, Value(std::move(text)));
     }
-    case TokenKind::Int: return std::make_unique<LiteralExpr>(at, Value(next().int_value));
-    case TokenKind::Float: return std::make_unique<LiteralExpr>(at, Value(next().float_value));
+    case TokenKind::Int:
+      return std::make_unique<LiteralExpr>(at, Value(next().int_value));
+    case TokenKind::Float:
+      return std::make_unique<LiteralExpr>(at, Value(next().float_value));
     case TokenKind::Operator:
       if (t.text == "(") {
         next();
@@ -277,7 +247,8 @@ ExprPtr Parser::parse_primary() {
       if (t.text == "[") return parse_list();
       if (t.text == "{") return parse_dict();
       break;
-    default: break;
+    default:
+      break;
   }
   fail_unexpected("an expression");
 }
@@ -377,8 +348,7 @@ std::vector<Argument> Parser::parse_call_arguments() {
       expect_operator(",");
       if (skip_operator(")")) break;
     }
-    if (at_operator("*") || at_operator("**"))
-      fail(position(peek()), "*args and **kwargs in calls are not supported");
+    if (at_operator("*") || at_operator("**")) fail(position(peek()), "*args and **kwargs in calls are not supported");
     Argument arg;
     if (peek().kind == TokenKind::Name && peek(1).kind == TokenKind::Operator && peek(1).text == "=") {
       arg.keyword = next().text;

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <stdexcept>
 
 #include "chat/jinja/problem.h"
+#include "chat/jinja/work.h"
 
 namespace deltagen::jinja::pystr {
 
@@ -40,12 +40,14 @@ void append(std::string& out, char32_t cp) {
 }
 
 size_t length(std::string_view s) {
+  charge_scan(s.size());
   size_t n = 0;
   for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return n;
 }
 
 std::vector<size_t> offsets(std::string_view s) {
+  charge_scan(s.size());
   std::vector<size_t> out;
   out.reserve(s.size() + 1);
   for (size_t i = 0; i < s.size(); ++i)
@@ -68,9 +70,9 @@ bool is_line_break(char32_t c) {
 }
 
 bool is_printable(char32_t c) {
-  if (c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD) return false;           // Cc, NBSP, soft hyphen
+  if (c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD) return false;                     // Cc, NBSP, soft hyphen
   if ((c >= 0x600 && c <= 0x605) || c == 0x61C || c == 0x6DD || c == 0x70F) return false;  // Arabic Cf
-  if (c == 0x180E || c == 0x1680 || (c >= 0x2000 && c <= 0x200F)) return false;  // spaces, ZW*, marks
+  if (c == 0x180E || c == 0x1680 || (c >= 0x2000 && c <= 0x200F)) return false;            // spaces, ZW*, marks
   if ((c >= 0x2028 && c <= 0x202F) || (c >= 0x205F && c <= 0x2064) || (c >= 0x2066 && c <= 0x206F)) return false;
   if (c == 0x3000 || (c >= 0xD800 && c <= 0xF8FF) || c == 0xFEFF) return false;  // surrogates, private use
   if ((c >= 0xFFF9 && c <= 0xFFFB) || c == 0xFFFE || c == 0xFFFF) return false;
@@ -209,17 +211,20 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
 }
 
 int64_t find(std::string_view s, std::string_view sub) {
+  charge_scan(s.size());
   const size_t at = s.find(sub);
   return at == std::string_view::npos ? -1 : index_of_byte(s, at);
 }
 
 int64_t rfind(std::string_view s, std::string_view sub) {
+  charge_scan(s.size());
   const size_t at = s.rfind(sub);
   return at == std::string_view::npos ? -1 : index_of_byte(s, at);
 }
 
 int64_t count(std::string_view s, std::string_view sub) {
   if (sub.empty()) return int64_t(length(s)) + 1;
+  charge_scan(s.size());
   int64_t n = 0;
   for (size_t at = s.find(sub); at != std::string_view::npos; at = s.find(sub, at + sub.size())) ++n;
   return n;
@@ -230,8 +235,10 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
   // The number of replacements first, so the size is known before building.
   int64_t n = count(s, old);
   if (count_limit >= 0) n = std::min(n, count_limit);
-  const long double size = (long double)s.size() + (long double)n * ((long double)with.size() - (long double)old.size());
-  if (size > (long double)max_bytes) problem("string too long: replace would make " + std::to_string((uint64_t)size) + " bytes");
+  const long double size =
+      (long double)s.size() + (long double)n * ((long double)with.size() - (long double)old.size());
+  if (size > (long double)max_bytes)
+    problem("string too long: replace would make " + std::to_string((uint64_t)size) + " bytes");
   std::string out;
   out.reserve(size_t(size));
   if (old.empty()) {

@@ -42,8 +42,8 @@ bool is_cased(char32_t cp);
 // scripts pass through unchanged.
 std::string lower(std::string_view s);
 std::string upper(std::string_view s);
-std::string capitalize(std::string_view s);   // str.capitalize()
-std::string title(std::string_view s);        // str.title()
+std::string capitalize(std::string_view s);  // str.capitalize()
+std::string title(std::string_view s);       // str.title()
 std::string swapcase(std::string_view s);
 // str.islower() / str.isupper(): some cased letter, and all of them in that case.
 bool is_lower(std::string_view s);

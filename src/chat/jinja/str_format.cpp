@@ -52,7 +52,8 @@ FormatSpec parse_spec(std::string_view spec) {
   }
   auto number = [&] {
     int64_t n = 0;
-    while (i < spec.size() && spec[i] >= '0' && spec[i] <= '9') n = std::min<int64_t>(n * 10 + (spec[i++] - '0'), 1 << 20);
+    while (i < spec.size() && spec[i] >= '0' && spec[i] <= '9')
+      n = std::min<int64_t>(n * 10 + (spec[i++] - '0'), 1 << 20);
     return n;
   };
   if (i < spec.size() && spec[i] >= '0' && spec[i] <= '9') f.width = number();
@@ -86,7 +87,8 @@ std::string format_number(const Value& v, const FormatSpec& f) {
     if (is_float) problem(std::string("Unknown format code '") + type + "' for object of type 'float'");
     const int64_t n = v.as_int();
     if (type == 'c') {
-      if (n < 0 || n > 0x10FFFF) problem("%c arg not in range(0x110000)");
+      if (n < 0 || n > 0x10FFFF || (n >= 0xD800 && n <= 0xDFFF))
+        problem("%c arg not in range(0x110000) or a surrogate (not representable as UTF-8)");
       pystr::append(body, char32_t(n));
       return body;
     }
@@ -95,7 +97,11 @@ std::string format_number(const Value& v, const FormatSpec& f) {
       for (uint64_t m = magnitude; m; m >>= 1) body.insert(body.begin(), char('0' + (m & 1)));
       if (body.empty()) body = "0";
     } else {
-      std::snprintf(buf, sizeof buf, type == 'o' ? "%llo" : type == 'x' ? "%llx" : type == 'X' ? "%llX" : "%llu",
+      std::snprintf(buf, sizeof buf,
+                    type == 'o'   ? "%llo"
+                    : type == 'x' ? "%llx"
+                    : type == 'X' ? "%llX"
+                                  : "%llu",
                     static_cast<unsigned long long>(magnitude));
       body = buf;
     }
@@ -138,7 +144,8 @@ std::string apply_spec(Interpreter& in, const Value& v, std::string_view spec) {
     if (f.type && f.type != 's') problem(std::string("Unknown format code '") + f.type + "' for object of type 'str'");
     if (f.align == '=') problem("'=' alignment not allowed in string format specifier");
     body = v.str();
-    if (f.precision >= 0 && int64_t(pystr::length(body)) > f.precision) body.resize(pystr::offsets(body)[size_t(f.precision)]);
+    if (f.precision >= 0 && int64_t(pystr::length(body)) > f.precision)
+      body.resize(pystr::offsets(body)[size_t(f.precision)]);
     default_align = '<';
   } else if (v.is_number()) {
     body = format_number(v, f);
@@ -178,7 +185,8 @@ Value field_value(Interpreter& in, std::string_view field, const Args& args, siz
       if (head.size() > 9) problem("Too many decimal digits in format string");
       index = size_t(std::stoul(std::string(head)));
     }
-    if (index >= args.positional.size()) problem("Replacement index " + std::to_string(index) + " out of range for positional args tuple");
+    if (index >= args.positional.size())
+      problem("Replacement index " + std::to_string(index) + " out of range for positional args tuple");
     v = args.positional[index];
   } else {
     auto it = std::find_if(args.keyword.begin(), args.keyword.end(), [&](const auto& kv) { return kv.first == head; });

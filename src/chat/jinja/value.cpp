@@ -7,6 +7,7 @@
 
 #include "chat/jinja/problem.h"
 #include "chat/jinja/pystr.h"
+#include "chat/jinja/work.h"
 #include "tokenizer/utf8.h"
 
 namespace deltagen::jinja {
@@ -28,7 +29,7 @@ Value::Value(std::string s, bool safe) : data_(std::make_shared<const StringData
 Value::Value(List items, bool tuple) {
   int deepest = 0;
   for (const Value& item : items) deepest = std::max(deepest, item.nesting());
-  if (deepest + 1 > kMaxNesting) problem("lists nested more than " + std::to_string(kMaxNesting) + " deep");
+  if (deepest + 1 > kMaxNesting) problem("values nested more than " + std::to_string(kMaxNesting) + " deep");
   data_ = std::make_shared<const ListData>(ListData{std::move(items), tuple, deepest + 1});
 }
 
@@ -46,29 +47,41 @@ std::string Value::undefined_message() const {
 
 int Value::nesting() const {
   switch (kind()) {
-    case Kind::List: return std::get<ListPtr>(data_)->nesting;
-    case Kind::Dict: return dict().nesting();
-    case Kind::Namespace: return 1;
-    default: return 0;
+    case Kind::List:
+      return std::get<ListPtr>(data_)->nesting;
+    case Kind::Dict:
+      return dict().nesting();
+    case Kind::Namespace:
+      return 1;
+    default:
+      return 0;
   }
 }
 
 bool Value::same_object(const Value& other) const {
   if (kind() != other.kind()) return false;
   switch (kind()) {
-    case Kind::String: return std::get<StringPtr>(data_) == std::get<StringPtr>(other.data_) || str() == other.str();
-    case Kind::List: return std::get<ListPtr>(data_) == std::get<ListPtr>(other.data_);
-    case Kind::Dict: return &dict() == &other.dict();
-    case Kind::Namespace: return &ns() == &other.ns();
-    case Kind::Callable: return &callable() == &other.callable();
-    case Kind::Loop: return &loop() == &other.loop();
-    default: return equals(*this, other);
+    case Kind::String:
+      return std::get<StringPtr>(data_) == std::get<StringPtr>(other.data_) || equals(*this, other);
+    case Kind::List:
+      return std::get<ListPtr>(data_) == std::get<ListPtr>(other.data_);
+    case Kind::Dict:
+      return &dict() == &other.dict();
+    case Kind::Namespace:
+      return &ns() == &other.ns();
+    case Kind::Callable:
+      return &callable() == &other.callable();
+    case Kind::Loop:
+      return &loop() == &other.loop();
+    default:
+      return equals(*this, other);
   }
 }
 
 // ---- Dict ----
 
 const Value* Dict::find(std::string_view key) const {
+  charge_scan(key.size());  // hashing the key
   auto it = string_index_.find(key);
   return it == string_index_.end() ? nullptr : &items[it->second].second;
 }
@@ -81,9 +94,10 @@ const Value* Dict::find(const Value& key) const {
 }
 
 void Dict::set(const Value& key, Value value) {
-  if (value.nesting() + 1 > kMaxNesting) problem("dicts nested more than " + std::to_string(kMaxNesting) + " deep");
+  if (value.nesting() + 1 > kMaxNesting) problem("values nested more than " + std::to_string(kMaxNesting) + " deep");
   nesting_ = std::max(nesting_, value.nesting() + 1);
   if (key.is_string()) {
+    charge_scan(key.str().size());
     auto [it, inserted] = string_index_.emplace(key.str(), items.size());
     if (inserted)
       items.emplace_back(key, std::move(value));
@@ -105,14 +119,22 @@ void Dict::set(const Value& key, Value value) {
 bool truthy(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return false;
-    case Value::Kind::Bool: return v.as_bool();
-    case Value::Kind::Int: return v.as_int() != 0;
-    case Value::Kind::Float: return v.as_double() != 0.0;
-    case Value::Kind::String: return !v.str().empty();
-    case Value::Kind::List: return !v.list().empty();
-    case Value::Kind::Dict: return v.dict().size() != 0;
-    default: return true;
+    case Value::Kind::None:
+      return false;
+    case Value::Kind::Bool:
+      return v.as_bool();
+    case Value::Kind::Int:
+      return v.as_int() != 0;
+    case Value::Kind::Float:
+      return v.as_double() != 0.0;
+    case Value::Kind::String:
+      return !v.str().empty();
+    case Value::Kind::List:
+      return !v.list().empty();
+    case Value::Kind::Dict:
+      return v.dict().size() != 0;
+    default:
+      return true;
   }
 }
 
@@ -139,8 +161,12 @@ bool equals_at(const Value& a, const Value& b, int depth) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return true;
-    case Value::Kind::String: return a.str() == b.str();
+    case Value::Kind::None:
+      return true;
+    case Value::Kind::String:
+      if (a.str().size() != b.str().size()) return false;
+      charge_scan(a.str().size());
+      return a.str() == b.str();
     case Value::Kind::List: {
       if (a.is_tuple() != b.is_tuple() || a.list().size() != b.list().size()) return false;
       for (size_t i = 0; i < a.list().size(); ++i)
@@ -155,14 +181,19 @@ bool equals_at(const Value& a, const Value& b, int depth) {
       }
       return true;
     }
-    default: return a.same_object(b);
+    default:
+      return a.same_object(b);
   }
 }
 
 int compare_at(const Value& a, const Value& b, int depth) {
   check_nesting(depth);
   if (a.is_number() && b.is_number()) return compare_numbers(a, b);
-  if (a.is_string() && b.is_string()) return a.str().compare(b.str()) < 0 ? -1 : a.str() == b.str() ? 0 : 1;
+  if (a.is_string() && b.is_string()) {
+    charge_scan(std::min(a.str().size(), b.str().size()));
+    const int c = a.str().compare(b.str());
+    return c < 0 ? -1 : c > 0 ? 1 : 0;
+  }
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
     const List &x = a.list(), &y = b.list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -177,11 +208,18 @@ int compare_at(const Value& a, const Value& b, int depth) {
 }  // namespace
 
 bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
+
+void require_hashable(const Value& v) {
+  if (v.is_dict() || (v.is_list() && !v.is_tuple())) problem("unhashable type: '" + type_name(v) + "'");
+  if (v.is_list())
+    for (const Value& item : v.list()) require_hashable(item);  // tuples nest at most kMaxNesting deep
+}
 int compare(const Value& a, const Value& b) { return compare_at(a, b, 0); }
 
 List iterate(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::List: return v.list();
+    case Value::Kind::List:
+      return v.list();
     case Value::Kind::Dict: {
       List keys;
       keys.reserve(v.dict().size());
@@ -198,24 +236,37 @@ List iterate(const Value& v) {
       }
       return chars;
     }
-    case Value::Kind::Undefined: return {};  // Jinja's default Undefined iterates as empty
-    default: problem("'" + type_name(v) + "' object is not iterable");
+    case Value::Kind::Undefined:
+      return {};  // Jinja's default Undefined iterates as empty
+    default:
+      problem("'" + type_name(v) + "' object is not iterable");
   }
 }
 
 std::string type_name(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::Undefined: return "Undefined";
-    case Value::Kind::None: return "NoneType";
-    case Value::Kind::Bool: return "bool";
-    case Value::Kind::Int: return "int";
-    case Value::Kind::Float: return "float";
-    case Value::Kind::String: return v.safe() ? "Markup" : "str";
-    case Value::Kind::List: return v.is_tuple() ? "tuple" : "list";
-    case Value::Kind::Dict: return "dict";
-    case Value::Kind::Namespace: return "Namespace";
-    case Value::Kind::Callable: return "function";
-    case Value::Kind::Loop: return "LoopContext";
+    case Value::Kind::Undefined:
+      return "Undefined";
+    case Value::Kind::None:
+      return "NoneType";
+    case Value::Kind::Bool:
+      return "bool";
+    case Value::Kind::Int:
+      return "int";
+    case Value::Kind::Float:
+      return "float";
+    case Value::Kind::String:
+      return v.safe() ? "Markup" : "str";
+    case Value::Kind::List:
+      return v.is_tuple() ? "tuple" : "list";
+    case Value::Kind::Dict:
+      return "dict";
+    case Value::Kind::Namespace:
+      return "Namespace";
+    case Value::Kind::Callable:
+      return "function";
+    case Value::Kind::Loop:
+      return "LoopContext";
   }
   return "object";
 }
@@ -273,11 +324,16 @@ struct Printer {
   void print(const Value& v, bool quoted, int depth) {
     check_nesting(depth);
     switch (v.kind()) {
-      case Value::Kind::Undefined: return add(quoted ? "Undefined" : "");
-      case Value::Kind::None: return add("None");
-      case Value::Kind::Bool: return add(v.as_bool() ? "True" : "False");
-      case Value::Kind::Int: return add(std::to_string(v.as_int()));
-      case Value::Kind::Float: return add(float_repr(v.as_double()));
+      case Value::Kind::Undefined:
+        return add(quoted ? "Undefined" : "");
+      case Value::Kind::None:
+        return add("None");
+      case Value::Kind::Bool:
+        return add(v.as_bool() ? "True" : "False");
+      case Value::Kind::Int:
+        return add(std::to_string(v.as_int()));
+      case Value::Kind::Float:
+        return add(float_repr(v.as_double()));
       case Value::Kind::String:
         if (!quoted) return add(v.str());
         if (v.safe()) return add("Markup(" + pystr::repr(v.str()) + ")");
@@ -291,12 +347,14 @@ struct Printer {
         if (v.is_tuple() && v.list().size() == 1) add(",");
         return add(v.is_tuple() ? ")" : "]");
       }
-      case Value::Kind::Dict: return print_dict(v.dict(), depth);
+      case Value::Kind::Dict:
+        return print_dict(v.dict(), depth);
       case Value::Kind::Namespace:
         add("<Namespace ");
         print_dict(v.ns().attrs, depth);
         return add(">");
-      case Value::Kind::Callable: return add("<function>");
+      case Value::Kind::Callable:
+        return add("<function>");
       case Value::Kind::Loop:
         return add("<LoopContext " + std::to_string(v.loop().index0 + 1) + "/" +
                    std::to_string(v.loop().items->size()) + ">");
@@ -332,27 +390,42 @@ std::string repr(const Value& v, size_t max_bytes) {
   return std::move(p.out);
 }
 
+std::string short_repr(const Value& v) {
+  constexpr size_t kShort = 200;
+  try {
+    return repr(v, kShort);
+  } catch (const Problem&) {  // longer (or nested too deep): say so
+    return "<" + type_name(v) + " too long to show>";
+  }
+}
+
 // ---- JSON in ----
 
 namespace {
 
 Value json_string(const std::string& s) {
-  if (auto bad = tok::find_invalid_utf8(s)) problem("context string is not valid UTF-8 (byte " + std::to_string(*bad) + ")");
+  if (auto bad = tok::find_invalid_utf8(s))
+    problem("context string is not valid UTF-8 (byte " + std::to_string(*bad) + ")");
   return Value(s);
 }
 
 Value from_json_at(const nlohmann::ordered_json& j, int depth, int max_depth) {
   if (depth > max_depth) problem("context nested more than " + std::to_string(max_depth) + " deep");
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return Value::none();
-    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::null:
+      return Value::none();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return Value(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       const uint64_t u = j.get<uint64_t>();
       return u <= uint64_t(INT64_MAX) ? Value(int64_t(u)) : Value(double(u));
     }
-    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return json_string(j.get_ref<const std::string&>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return json_string(j.get_ref<const std::string&>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
       items.reserve(j.size());
@@ -364,7 +437,8 @@ Value from_json_at(const nlohmann::ordered_json& j, int depth, int max_depth) {
       for (const auto& [k, item] : j.items()) d->set(json_string(k), from_json_at(item, depth + 1, max_depth));
       return Value(std::shared_ptr<const Dict>(std::move(d)));
     }
-    default: problem("context holds a value JSON cannot say (binary or discarded)");
+    default:
+      problem("context holds a value JSON cannot say (binary or discarded)");
   }
 }
 

@@ -71,8 +71,8 @@ class Value {
   bool is_loop() const { return kind() == Kind::Loop; }
 
   bool as_bool() const { return std::get<bool>(data_); }
-  int64_t as_int() const;     // int or bool
-  double as_double() const;   // int, float or bool
+  int64_t as_int() const;    // int or bool
+  double as_double() const;  // int, float or bool
   const std::string& str() const { return std::get<StringPtr>(data_)->text; }
   bool safe() const { return std::get<StringPtr>(data_)->safe; }  // a Markup string
   const List& list() const { return std::get<ListPtr>(data_)->items; }
@@ -147,6 +147,9 @@ struct LoopState {
 bool truthy(const Value& v);
 // Python's ==.
 bool equals(const Value& a, const Value& b);
+// Throws Problem "unhashable type" for what cannot be a dict key or set
+// member in Python: lists, dicts, and tuples holding them.
+void require_hashable(const Value& v);
 // Python's ordering for <, sort, min/max: -1, 0, 1. Throws Problem for types
 // Python cannot order ('<' not supported between 'int' and 'str').
 int compare(const Value& a, const Value& b);
@@ -166,6 +169,8 @@ std::string type_name(const Value& v);
 std::string to_str(const Value& v, size_t max_bytes);
 // repr(v): strings quoted.
 std::string repr(const Value& v, size_t max_bytes);
+// repr(v) cut to about 200 bytes, for messages.
+std::string short_repr(const Value& v);
 
 // Python's repr(float): the shortest digits that read back the same, in
 // fixed notation for exponents -4..15 (1.0, 0.0001, 1e-05, 1e+16, inf, nan).
