@@ -119,6 +119,42 @@ TEST(Attention, KernelMatchesTheDefinitionAtEveryLevel) {
   }
 }
 
+// A prompt split into runs anywhere gives every row the same bits as one run:
+// whether a task has many rows (keys in blocks) or a few (key by key), and
+// however many rows share a block, a row's arithmetic is the same. The
+// prompt cache depends on it (a restored state plus the rest = one run).
+TEST(Attention, ARowsOutputDoesNotDependOnHowThePromptIsSplit) {
+  std::mt19937 rng(7);
+  for (const AttentionShape& whole : {AttentionShape{1, 45, 8, 2, 256, 64, 64, 64}, AttentionShape{1, 45, 6, 3, 24, 64, 8, 64}}) {
+    const int64_t hd = whole.head_dim, half = whole.rotary_dim / 2, seq = whole.seq;
+    const auto q = random_values(size_t(seq * whole.heads * hd), rng);
+    const auto k = random_values(size_t(seq * whole.kv_heads * hd), rng);
+    const auto v = random_values(k.size(), rng);
+    const auto cos = random_values(size_t(whole.rotary_positions * half), rng), sin = random_values(cos.size(), rng);
+    for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx512}) {
+      if (level > kernels::supported_level()) continue;
+      // Runs [cuts[i], cuts[i+1]) into one cache; cuts {0, seq} is the single run.
+      auto run = [&](const std::vector<int64_t>& cuts) {
+        std::vector<float> cache_k(size_t(whole.kv_heads * whole.capacity * hd)), cache_v(cache_k.size());
+        std::vector<float> out(q.size());
+        for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+          AttentionShape s = whole;
+          s.seq = cuts[c + 1] - cuts[c];
+          const std::vector<int32_t> seqlens = {int32_t(cuts[c + 1] - 1)};
+          const size_t qo = size_t(cuts[c] * whole.heads * hd), ko = size_t(cuts[c] * whole.kv_heads * hd);
+          kernels::AttentionTensors t{q.data() + qo, k.data() + ko, v.data() + ko, cache_k.data(), cache_v.data(),
+                                      seqlens.data(), cos.data(), sin.data(), out.data() + qo};
+          kernels::attention(s, 0.125f, t, kernels::SerialParallel(), level);
+        }
+        return out;
+      };
+      const std::vector<float> one = run({0, seq});
+      for (const auto& cuts : std::vector<std::vector<int64_t>>{{0, 1, seq}, {0, 33, 34, 45}, {0, 2, 5, 38, 45}, {0, 44, 45}})
+        EXPECT_EQ(run(cuts), one) << kernels::level_name(level) << " head_dim " << hd << " cut at " << cuts[1];
+    }
+  }
+}
+
 TEST(Attention, PositionsBeyondTheCacheAreAnError) {
   const AttentionShape s{1, 1, 2, 1, 16, 4, 0, 0};
   std::vector<float> q(32), k(16), v(16), ck(64), cv(64), out(32);

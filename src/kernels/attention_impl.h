@@ -1,7 +1,8 @@
 // The inner loops of attention.h, compiled for baseline x86-64
-// (attention.cpp) and AVX-512 (attention_avx512.cpp). Dot products keep 16
-// independent partial sums so the compiler vectorizes them without
-// reassociating; internal linkage, so the two copies never meet at link time.
+// (attention.cpp) and AVX-512 (attention_avx512.cpp, which writes the inner
+// blocks out with intrinsics in the same order of arithmetic). Dot products
+// keep 16 independent partial sums so they vectorize without reassociating;
+// internal linkage, so the two copies never meet at link time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -16,15 +17,25 @@ namespace {
 
 constexpr int kLanes = 16;
 
-inline float dot(const float* a, const float* b, int64_t n) {
+// One order of arithmetic for a query row's score against a key, whichever
+// loop computes it (a prompt's rows against blocks of keys, or a decode
+// step's few rows key by key): 16 partial sums, partial l over d = l, l+16,
+// ... in order, then summed in a fixed tree (l + l+8, + l+4, + l+2, + l+1),
+// times the scale. A row's result then does not depend on which other rows
+// shared its task, so a prompt gives the same logits however it is split into
+// runs (the prompt cache restores a state and runs the rest: the output must
+// be the one a run from the start gives).
+inline float tree_sum16(const float* p) {
+  float s8[8], s4[4];
+  for (int l = 0; l < 8; ++l) s8[l] = p[l] + p[l + 8];
+  for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+inline float score(const float* q, const float* k, int64_t n, float scale) {
   float part[kLanes] = {};
-  int64_t d = 0;
-  for (; d + kLanes <= n; d += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] += a[d + l] * b[d + l];
-  float sum = 0;
-  for (int l = 0; l < kLanes; ++l) sum += part[l];
-  for (; d < n; ++d) sum += a[d] * b[d];
-  return sum;
+  for (int64_t d = 0; d < n; ++d) part[d % kLanes] += q[d] * k[d];
+  return tree_sum16(part) * scale;
 }
 
 // Rotates the first R dims of x (two halves) for table row `row`.
@@ -39,19 +50,31 @@ inline void rope(float* x, const float* cos, const float* sin, int64_t rotary_di
 
 // Scores of `nq` query rows against keys [j0, j0 + 16), from a transposed
 // block of the keys: one vector of 16 scores per query, no horizontal sums.
+// The same arithmetic as score(), key by key.
 inline void scores_block(const float* q, int64_t nq, int64_t hd, const float* kt, float scale, const int64_t* limit,
                          int64_t j0, float* scores, int64_t ld) {
   for (int64_t r = 0; r < nq; ++r) {
     if (j0 >= limit[r]) continue;  // every key of the block is after this query's position
-    float acc[kLanes] = {};
     const float* qr = q + r * hd;
+    float part[kLanes][kLanes] = {};  // [partial][key]
     for (int64_t d = 0; d < hd; ++d) {
       const float qd = qr[d];
-      for (int l = 0; l < kLanes; ++l) acc[l] += qd * kt[d * kLanes + l];
+      for (int l = 0; l < kLanes; ++l) part[d % kLanes][l] += qd * kt[d * kLanes + l];
     }
-    float* out = scores + r * ld + j0;
-    for (int l = 0; l < kLanes; ++l) out[l] = acc[l] * scale;
+    for (int l = 0; l < kLanes; ++l) {
+      float column[kLanes];
+      for (int m = 0; m < kLanes; ++m) column[m] = part[m][l];
+      scores[r * ld + j0 + l] = tree_sum16(column) * scale;
+    }
   }
+}
+
+// Scores of a few rows (a decode step), key by key.
+inline void scores_few(const float* q, int64_t nq, int64_t hd, const float* keys, int64_t n_max, float scale,
+                       const int64_t* limit, float* scores, int64_t ld) {
+  for (int64_t j = 0; j < n_max; ++j)
+    for (int64_t r = 0; r < nq; ++r)
+      if (j < limit[r]) scores[r * ld + j] = score(q + r * hd, keys + j * hd, hd, scale);
 }
 
 // out[rr][0..dims) = sum_{j < n} p[rr][j] value[j][d0 + ..], rows <= 4, dims <= 64.
@@ -66,8 +89,8 @@ inline void pv_block_loops(const float* scores, int64_t ld, int64_t rows, int64_
   }
 }
 
-template <typename ScoresBlock, typename PvBlock>
-inline void attend(const AttentionTask& task, ScoresBlock scores_block, PvBlock pv_block) {
+template <typename ScoresBlock, typename ScoresFew, typename PvBlock>
+inline void attend(const AttentionTask& task, ScoresBlock scores_block, ScoresFew scores_few, PvBlock pv_block) {
   const AttentionShape& s = *task.s;
   const AttentionTensors& t = *task.t;
   const int64_t hd = s.head_dim, group = s.heads / s.kv_heads, half = s.rotary_dim / 2;
@@ -98,9 +121,7 @@ inline void attend(const AttentionTask& task, ScoresBlock scores_block, PvBlock 
       scores_block(q.data(), nq, hd, kt.data(), task.scale, limit.data(), j0, scores.data(), ld);
     }
   } else {
-    for (int64_t j = 0; j < n_max; ++j)
-      for (int64_t r = 0; r < nq; ++r)
-        if (j < limit[size_t(r)]) scores[size_t(r * ld + j)] = task.scale * dot(q.data() + r * hd, keys + j * hd, hd);
+    scores_few(q.data(), nq, hd, keys, n_max, task.scale, limit.data(), scores.data(), ld);
   }
 
   // 2. Softmax per row over its own keys, normalized; the keys after a
@@ -142,7 +163,7 @@ inline void attend(const AttentionTask& task, ScoresBlock scores_block, PvBlock 
   }
 }
 
-inline void attend_with_loops(const AttentionTask& task) { attend(task, scores_block, pv_block_loops); }
+inline void attend_with_loops(const AttentionTask& task) { attend(task, scores_block, scores_few, pv_block_loops); }
 
 }  // namespace
 }  // namespace deltagen::kernels
