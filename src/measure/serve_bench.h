@@ -55,8 +55,10 @@ struct TurnRow {
 struct HttpRow {
   int64_t tokens = 0;
   double client_ms_per_token = 0;  // between the first and the last streamed token, seen by the client
+  double server_ms_per_token = 0;  // between the first and the last token the scheduler handed over
   double decode_ms_per_token = 0;  // the scheduler's decode steps for that request
-  double overhead_pct = 0;
+  double http_pct = 0;             // client / server: HTTP, JSON, SSE
+  double overhead_pct = 0;         // client / decode: everything outside the model step
 };
 
 struct ServeBenchReport {

@@ -70,6 +70,7 @@ ordered_json timings_json(const SequenceEnd& end) {
   t["predicted_ms"] = end.decode_seconds * 1000;
   t["predicted_per_second"] = end.decode_seconds > 0 ? double(steps) / end.decode_seconds : 0.0;
   t["queue_ms"] = end.queue_seconds * 1000;
+  t["stream_ms"] = end.stream_seconds * 1000;
   return t;
 }
 

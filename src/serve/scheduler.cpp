@@ -41,6 +41,7 @@ struct Scheduler::Sequence {
   std::optional<StopReason> stop;
   SequenceEnd end;
   std::optional<JsonGrammar> grammar;  // the reply's constraint, once active
+  Clock::time_point first_push;
   const TokenTable* tokens = nullptr;  // with a grammar: the ids it may take
 };
 
@@ -235,6 +236,9 @@ class Scheduler::Worker {
     else if (generator_.state().length(s.row) >= generator_.max_length()) s.stop = StopReason::Length;
     else if (s.stream->cancelled()) s.stop = StopReason::Cancelled;
     if (s.stop && s.text) event.text += s.text->finish();
+    const auto now = Clock::now();
+    if (s.generated.size() == 1) s.first_push = now;
+    s.end.stream_seconds = std::chrono::duration<double>(now - s.first_push).count();
     s.stream->push(std::move(event));
   }
 

@@ -32,6 +32,9 @@ struct SequenceEnd {
   int64_t cached_tokens = 0;     // restored from the prefix cache instead of run
   int64_t prefilled_tokens = 0;  // run in the prefill (prompt_tokens - cached_tokens)
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
+  // From the first token handed to the stream to the last: the decode steps
+  // plus the scheduler's own work per token (sampling, detokenizing).
+  double stream_seconds = 0;
 };
 
 class SequenceStream {
