@@ -36,6 +36,25 @@ ordered_json chat_logprob(const Tokenizer& tokenizer, const TokenEvent& e) {
   return j;
 }
 
+// What every response and chunk of a request carries around its choices.
+ordered_json envelope(const ReplyHeader& header, const char* object, ordered_json choices) {
+  ordered_json c;
+  c["id"] = header.id;
+  c["object"] = object;
+  c["created"] = header.created;
+  c["model"] = header.model;
+  c["system_fingerprint"] = "deltagen";
+  c["choices"] = std::move(choices);
+  return c;
+}
+
+// A stream's last chunk with stream_options.include_usage: no choices, the usage.
+ordered_json usage_only(const ReplyHeader& header, const char* object, const SequenceEnd& end) {
+  ordered_json c = envelope(header, object, ordered_json::array());
+  c["usage"] = usage_json(end);
+  return c;
+}
+
 }  // namespace
 
 std::string finish_reason(const SequenceEnd& end, bool called_tools) {
@@ -96,14 +115,7 @@ ordered_json ChatReply::chunk(ordered_json delta, ordered_json logprobs, ordered
   choice["delta"] = std::move(delta);
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = std::move(finish);
-  ordered_json c;
-  c["id"] = header_.id;
-  c["object"] = "chat.completion.chunk";
-  c["created"] = header_.created;
-  c["model"] = header_.model;
-  c["system_fingerprint"] = "deltagen";
-  c["choices"] = ordered_json::array({std::move(choice)});
-  return c;
+  return envelope(header_, "chat.completion.chunk", ordered_json::array({std::move(choice)}));
 }
 
 ordered_json ChatReply::role_chunk() const {
@@ -166,10 +178,7 @@ std::vector<ordered_json> ChatReply::finish(const SequenceEnd& end) {
 }
 
 ordered_json ChatReply::usage_chunk(const SequenceEnd& end) const {
-  ordered_json c = chunk(nullptr, nullptr, nullptr);
-  c["choices"] = ordered_json::array();
-  c["usage"] = usage_json(end);
-  return c;
+  return usage_only(header_, "chat.completion.chunk", end);
 }
 
 ordered_json ChatReply::completion(const SequenceEnd& end) const {
@@ -190,13 +199,7 @@ ordered_json ChatReply::completion(const SequenceEnd& end) const {
   choice["message"] = std::move(message);
   choice["logprobs"] = logprobs_ ? ordered_json{{"content", all_logprobs_}} : ordered_json();
   choice["finish_reason"] = finish_reason(end, !total.tool_calls.empty());
-  ordered_json r;
-  r["id"] = header_.id;
-  r["object"] = "chat.completion";
-  r["created"] = header_.created;
-  r["model"] = header_.model;
-  r["system_fingerprint"] = "deltagen";
-  r["choices"] = ordered_json::array({std::move(choice)});
+  ordered_json r = envelope(header_, "chat.completion", ordered_json::array({std::move(choice)}));
   r["usage"] = usage_json(end);
   r["timings"] = timings_json(end);
   return r;
@@ -219,14 +222,7 @@ ordered_json TextReply::chunk(const std::string& text, ordered_json logprobs, or
   choice["index"] = 0;
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = std::move(finish);
-  ordered_json c;
-  c["id"] = header_.id;
-  c["object"] = "text_completion";
-  c["created"] = header_.created;
-  c["model"] = header_.model;
-  c["system_fingerprint"] = "deltagen";
-  c["choices"] = ordered_json::array({std::move(choice)});
-  return c;
+  return envelope(header_, "text_completion", ordered_json::array({std::move(choice)}));
 }
 
 // The legacy logprobs of these tokens ({tokens, token_logprobs, top_logprobs,
@@ -276,10 +272,7 @@ std::vector<ordered_json> TextReply::finish(const SequenceEnd& end) {
 }
 
 ordered_json TextReply::usage_chunk(const SequenceEnd& end) const {
-  ordered_json c = chunk("", nullptr, nullptr);
-  c["choices"] = ordered_json::array();
-  c["usage"] = usage_json(end);
-  return c;
+  return usage_only(header_, "text_completion", end);
 }
 
 ordered_json TextReply::completion(const SequenceEnd& end) const {
