@@ -52,15 +52,14 @@ PrefixCache::~PrefixCache() {
     if (!e->file.empty()) fs::remove(e->file, ec);
 }
 
-PrefixCache::Node* PrefixCache::descend(std::span<const int64_t> tokens, bool create) {
+PrefixCache::Node* PrefixCache::node_for(std::span<const int64_t> tokens) {
   Node* node = root_.get();
   size_t pos = 0;
   while (pos < tokens.size()) {
     auto it = node->children.find(tokens[pos]);
     if (it == node->children.end()) {
-      if (!create) return nullptr;
       auto leaf = std::make_unique<Node>();
-      leaf->edge.assign(tokens.begin() + pos, tokens.end());
+      leaf->edge.assign(tokens.begin() + ptrdiff_t(pos), tokens.end());
       leaf->parent = node;
       Node* raw = leaf.get();
       node->children.emplace(tokens[pos], std::move(leaf));
@@ -70,24 +69,36 @@ PrefixCache::Node* PrefixCache::descend(std::span<const int64_t> tokens, bool cr
     const std::span<const int64_t> rest = tokens.subspan(pos);
     const auto [edge_end, rest_end] = std::mismatch(child->edge.begin(), child->edge.end(), rest.begin(), rest.end());
     const size_t matched = size_t(edge_end - child->edge.begin());
-    if (matched == child->edge.size()) {
-      node = child;
-      pos += matched;
-      continue;
+    if (matched < child->edge.size()) {
+      // Split the edge: node -> middle (the matched part) -> child (the rest).
+      auto middle = std::make_unique<Node>();
+      middle->edge.assign(child->edge.begin(), child->edge.begin() + ptrdiff_t(matched));
+      middle->parent = node;
+      std::unique_ptr<Node> moved = std::move(it->second);
+      moved->edge.erase(moved->edge.begin(), moved->edge.begin() + ptrdiff_t(matched));
+      moved->parent = middle.get();
+      middle->children.emplace(moved->edge.front(), std::move(moved));
+      child = middle.get();
+      it->second = std::move(middle);
     }
-    if (!create) return nullptr;
-    // Split the edge: node -> middle (the matched part) -> child (the rest).
-    auto middle = std::make_unique<Node>();
-    middle->edge.assign(child->edge.begin(), child->edge.begin() + ptrdiff_t(matched));
-    middle->parent = node;
-    std::unique_ptr<Node> moved = std::move(it->second);
-    moved->edge.erase(moved->edge.begin(), moved->edge.begin() + ptrdiff_t(matched));
-    moved->parent = middle.get();
-    middle->children.emplace(moved->edge.front(), std::move(moved));
-    Node* raw = middle.get();
-    it->second = std::move(middle);
-    node = raw;
+    node = child;
     pos += matched;
+  }
+  return node;
+}
+
+const PrefixCache::Node* PrefixCache::find_node(std::span<const int64_t> tokens) const {
+  const Node* node = root_.get();
+  size_t pos = 0;
+  while (pos < tokens.size()) {
+    auto it = node->children.find(tokens[pos]);
+    if (it == node->children.end()) return nullptr;
+    const Node* child = it->second.get();
+    if (child->edge.size() > tokens.size() - pos ||
+        !std::equal(child->edge.begin(), child->edge.end(), tokens.begin() + ptrdiff_t(pos)))
+      return nullptr;
+    node = child;
+    pos += child->edge.size();
   }
   return node;
 }
@@ -140,7 +151,7 @@ std::shared_ptr<const StateSnapshot> PrefixCache::find(std::span<const int64_t> 
 
 bool PrefixCache::contains(std::span<const int64_t> tokens) const {
   std::lock_guard lock(mutex_);
-  Node* node = const_cast<PrefixCache*>(this)->descend(tokens, false);
+  const Node* node = find_node(tokens);
   return node && node->entry;
 }
 
@@ -151,9 +162,11 @@ void PrefixCache::insert(std::shared_ptr<const StateSnapshot> snapshot) {
   const int64_t bytes = snapshot_bytes(*snapshot);
   std::lock_guard lock(mutex_);
   if (snapshot->length == 0 || bytes > options_.memory_bytes) return;
-  Node* node = descend(snapshot->tokens, true);
-  if (node->entry) erase(*node->entry);  // also prunes: descend again
-  node = descend(snapshot->tokens, true);
+  Node* node = node_for(snapshot->tokens);
+  if (node->entry) {
+    erase(*node->entry);                   // which may prune `node` away:
+    node = node_for(snapshot->tokens);     // find (or make) it again
+  }
   auto entry = std::make_unique<Entry>();
   entry->node = node;
   entry->length = snapshot->length;

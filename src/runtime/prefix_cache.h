@@ -75,7 +75,10 @@ class PrefixCache {
   struct Node;
   struct Entry;
 
-  Node* descend(std::span<const int64_t> tokens, bool create);
+  // The node whose path spells `tokens`, made (splitting an edge if need be) when missing.
+  Node* node_for(std::span<const int64_t> tokens);
+  // The same without making anything: null when there is no such node.
+  const Node* find_node(std::span<const int64_t> tokens) const;
   void touch(Entry& entry);
   void enforce_budgets();
   void spill(Entry& entry);

@@ -193,14 +193,13 @@ struct HttpServer::Impl {
 
   void chat(const httplib::Request& req, httplib::Response& res) {
     PreparedChat p = service.prepare_chat(req.body);
-    // The parser options point into the params: keep both alive with the answer.
-    auto params = std::make_shared<ChatParams>(std::move(p.params));
-    p.parser.tools = params->tools.is_null() ? nullptr : &params->tools;
+    // The reply's parser reads the tools' schemas (to type arguments) when it is made.
+    p.parser.tools = p.params.tools.is_null() ? nullptr : &p.params.tools;
     auto a = std::make_shared<Answer<ChatReply>>(Answer<ChatReply>{
         service.scheduler().submit(std::move(p.sequence)),
-        ChatReply(p.header, service.tokenizer(), p.parser, params->top_logprobs >= 0), params->include_usage,
+        ChatReply(p.header, service.tokenizer(), p.parser, p.params.top_logprobs >= 0), p.params.include_usage,
         connection_socket(req)});
-    if (params->stream) answer_stream(a, res);
+    if (p.params.stream) answer_stream(a, res);
     else answer_whole(*a, res);
   }
 

@@ -124,8 +124,7 @@ PreparedChat Service::prepare_chat(std::string_view body) const {
   // A reply that starts with reasoning is JSON only after it: the constraint waits for </think>.
   if (c.sequence.grammar && c.parser.starts_in_reasoning)
     c.sequence.grammar_after = tokenizer().token_to_id("</think>").value_or(-1);
-  c.parser.tools = c.params.tools.is_null() ? nullptr : &c.params.tools;
-  c.parser.parse_tool_calls = !c.params.tools.is_null();
+  c.parser.parse_tool_calls = !c.params.tools.is_null();  // parser.tools: set by the caller, see PreparedChat
   c.parser.id_seed = random_u64();
   return c;
 }

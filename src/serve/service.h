@@ -30,6 +30,8 @@ struct PreparedChat {
   std::string prompt;  // the rendered template
   SequenceRequest sequence;
   ReplyHeader header;
+  // Its `tools` is left null: point it at params.tools where the reply is made
+  // (a pointer into this struct would not survive a move).
   ChatOutputParserOptions parser;
 };
 
