@@ -121,6 +121,25 @@ TEST(Scheduler, APromptCacheHitRunsOnlyTheRestAndChangesNothing) {
   EXPECT_EQ(scheduler.stats().cache.hits, 2);
 }
 
+TEST(Scheduler, ASavedStateWarmsTheCache) {
+  // A prompt's state alone (generate --max-new-tokens 0 --save-state), then
+  // serve --load-state: requests that start with it run only the rest.
+  const Ids system = prompt_of(30, 13);
+  Conversation saved(golden_chat_engine());
+  GenerationOptions prefill_only = options(0);
+  saved.generate(std::span<const int64_t>(system), prefill_only);
+  test::TempDir dir;
+  saved.snapshot().save(dir / "system.state");
+
+  Scheduler scheduler(golden_chat_engine(), SchedulerOptions{.parallel = 1});
+  scheduler.warm_cache(Snapshot::load(dir / "system.state"));
+  Ids prompt = system;
+  for (int64_t id : prompt_of(9, 14)) prompt.push_back(id);
+  const Collected c = collect(*scheduler.submit({prompt, {}, options(4)}));
+  EXPECT_EQ(c.end.cached_tokens, 30);
+  EXPECT_EQ(c.end.generated_ids, alone(prompt, options(4)).generated_ids);
+}
+
 TEST(Scheduler, LongPromptsAreCheckpointedEveryKTokens) {
   Scheduler scheduler(golden_chat_engine(), SchedulerOptions{.parallel = 1, .prefill_chunk = 64, .checkpoint_every = 16});
   const Ids p = prompt_of(50, 3);
