@@ -521,7 +521,13 @@ TEST_F(ServeBadInput, StressStaysHealthyAndMemoryReturns) {
               (long long)rss_after, (long long)cache_kib);
   EXPECT_EQ(r.result["count"], 200);
   ASSERT_GT(rss_before, 0);
+#ifdef DELTAGEN_SANITIZE
+  // ASan's quarantine keeps freed memory resident on purpose (CI once saw
+  // +106 MiB here); only the ordinary build measures.
+  GTEST_SKIP() << "memory growth not measured under sanitizers (RSS grew by " << (rss_after - rss_before) << " KiB)";
+#else
   EXPECT_LE(rss_after, rss_before + cache_kib + 16 * 1024) << "RSS grew by " << (rss_after - rss_before) << " KiB";
+#endif
 }
 
 TEST_F(ServeLimits, BodyContextAndQueue) {
