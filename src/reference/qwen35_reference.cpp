@@ -5,6 +5,7 @@
 #include <string>
 
 #include "deltagen/error.h"
+#include "reference/qwen35_ops.h"
 
 namespace deltagen {
 namespace {
@@ -42,78 +43,21 @@ Matrix64 load_matrix(const Checkpoint& ck, const std::string& name, int64_t rows
   return m;
 }
 
-// ---- small math helpers ------------------------------------------------------------
-
-// Four independent partial sums: the loop is the hot spot of every Linear,
-// and one serial sum would stall on the add latency (about 3x slower).
-double dot(const double* a, const double* b, int64_t n) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
-  for (; i < n; ++i) s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
-}
-
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double silu(double x) { return x * sigmoid(x); }
-// torch.nn.functional.softplus with its default threshold 20 (linear above it).
-double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+// ---- helpers on whole matrices (the per-row math is in qwen35_ops.h) ----------------
 
 // A Linear layer without bias: x [T][in], w [out][in] -> [T][out].
 Matrix64 linear(const Matrix64& x, const Matrix64& w) {
   Matrix64 y(x.rows, w.rows);
   for (int64_t t = 0; t < x.rows; ++t)
-    for (int64_t o = 0; o < w.rows; ++o) y.row(t)[o] = dot(x.row(t), w.row(o), w.cols);
+    for (int64_t o = 0; o < w.rows; ++o) y.row(t)[o] = ref::dot(x.row(t), w.row(o), w.cols);
   return y;
 }
 
-// Offset RMSNorm (Qwen3_5RMSNorm) of n values in place: x * rsqrt(mean(x^2) + eps) * (1 + w).
-// The stored weight is an offset from 1 (initialised to 0), hence the 1 + w.
-void rms_norm_offset(double* x, const double* w, int64_t n, double eps) {
-  double inv = 1.0 / std::sqrt(dot(x, x, n) / double(n) + eps);
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (1.0 + w[i]);
-}
-
-// The same norm applied to every row of x (all norms of the residual stream).
+// Offset RMSNorm applied to every row of x (all norms of the residual stream).
 Matrix64 rms_norm_rows(const Matrix64& x, const std::vector<double>& w, double eps) {
   Matrix64 y = x;
-  for (int64_t t = 0; t < y.rows; ++t) rms_norm_offset(y.row(t), w.data(), y.cols, eps);
+  for (int64_t t = 0; t < y.rows; ++t) ref::offset_rms_norm(y.row(t), w.data(), y.cols, eps);
   return y;
-}
-
-// Gated RMSNorm (Qwen3_5RMSNormGated) of one value head in place:
-// x * rsqrt(mean(x^2) + eps) * w * silu(z). Here w is a plain weight (init 1).
-void gated_rms_norm(double* x, const double* z, const double* w, int64_t n, double eps) {
-  double inv = 1.0 / std::sqrt(dot(x, x, n) / double(n) + eps);
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * w[i] * silu(z[i]);
-}
-
-// L2 normalisation as in the HF delta-rule code: the fixed eps 1e-6 is added
-// to the *sum* of squares, not to the mean.
-void l2norm(double* x, int64_t n) {
-  double inv = 1.0 / std::sqrt(dot(x, x, n) + 1e-6);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
-// Partial rotate-half RoPE on one head in place. Only the first rotary_dim =
-// 2 * inv_freq.size() dims rotate; dim i pairs with dim i + rotary_dim/2 (not
-// with its neighbour), and both members of a pair use frequency inv_freq[i].
-// Qwen3.5's interleaved M-RoPE reduces to this for text: the T/H/W position
-// streams are all equal to the token position.
-void rope(double* x, const std::vector<double>& inv_freq, int64_t position) {
-  const size_t half = inv_freq.size();
-  for (size_t i = 0; i < half; ++i) {
-    double angle = double(position) * inv_freq[i];
-    double c = std::cos(angle), s = std::sin(angle);
-    double a = x[i], b = x[i + half];
-    x[i] = a * c - b * s;         // x * cos + rotate_half(x) * sin, first half: -b
-    x[i + half] = b * c + a * s;  // second half: +a
-  }
 }
 
 }  // namespace
@@ -167,9 +111,7 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
   final_norm_ = load_vector(ck, "norm.weight", H);
   if (ck.lm_head_name() != "embed_tokens.weight") lm_head_ = load_matrix(ck, ck.lm_head_name(), c.vocab_size, H);
 
-  // inv_freq[i] = theta^(-2i / rotary_dim), one per rotated pair.
-  const int64_t rd = c.rotary_dim();
-  for (int64_t i = 0; i < rd / 2; ++i) inv_freq_.push_back(std::pow(c.rope_theta, -double(2 * i) / double(rd)));
+  inv_freq_ = ref::rope_inv_freq(c.rope_theta, c.rotary_dim());
 }
 
 ReferenceState ReferenceModel::new_state() const {
@@ -216,12 +158,12 @@ Matrix64 ReferenceModel::full_attention(const LayerWeights& w, const Matrix64& x
   // Per-head q_norm / k_norm (offset RMSNorm over head_dim), then RoPE.
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t h = 0; h < nh; ++h) {
-      rms_norm_offset(q.row(t) + h * hd, w.attn.q_norm.data(), hd, eps);
-      rope(q.row(t) + h * hd, inv_freq_, pos0 + t);
+      ref::offset_rms_norm(q.row(t) + h * hd, w.attn.q_norm.data(), hd, eps);
+      ref::rope(q.row(t) + h * hd, inv_freq_, pos0 + t);
     }
     for (int64_t h = 0; h < nkv; ++h) {
-      rms_norm_offset(k.row(t) + h * hd, w.attn.k_norm.data(), hd, eps);
-      rope(k.row(t) + h * hd, inv_freq_, pos0 + t);
+      ref::offset_rms_norm(k.row(t) + h * hd, w.attn.k_norm.data(), hd, eps);
+      ref::rope(k.row(t) + h * hd, inv_freq_, pos0 + t);
     }
   }
 
@@ -235,31 +177,15 @@ Matrix64 ReferenceModel::full_attention(const LayerWeights& w, const Matrix64& x
   cache.len += T;
 
   // Causal softmax attention; query head h reads kv head h / (nh / nkv) (GQA).
-  // The scale is 1/sqrt(head_dim), the full head size, not rotary_dim.
   const double scale = 1.0 / std::sqrt(double(hd));
   Matrix64 out(T, nh * hd);
-  std::vector<double> score;
   for (int64_t t = 0; t < T; ++t) {
     const int64_t visible = past + t + 1;  // cache rows 0 .. past + t
     for (int64_t h = 0; h < nh; ++h) {
-      const int64_t kvh = h / (nh / nkv);
-      const double* qh = q.row(t) + h * hd;
-      const double* K = cache.k[size_t(kvh)].data();
-      const double* V = cache.v[size_t(kvh)].data();
-      score.assign(size_t(visible), 0.0);
-      double mx = -INFINITY;
-      for (int64_t j = 0; j < visible; ++j) {
-        score[size_t(j)] = dot(qh, K + j * hd, hd) * scale;
-        mx = std::max(mx, score[size_t(j)]);
-      }
-      double sum = 0;
-      for (auto& s : score) sum += (s = std::exp(s - mx));
-      double* o = out.row(t) + h * hd;
-      for (int64_t j = 0; j < visible; ++j)
-        for (int64_t d = 0; d < hd; ++d) o[d] += score[size_t(j)] / sum * V[j * hd + d];
+      const size_t kvh = size_t(h / (nh / nkv));
+      ref::attend(q.row(t) + h * hd, cache.k[kvh].data(), cache.v[kvh].data(), visible, hd, scale, out.row(t) + h * hd);
     }
-    // Output gate: attn * sigmoid(gate), gate in head order.
-    for (int64_t i = 0; i < nh * hd; ++i) out.row(t)[i] *= sigmoid(gate.row(t)[i]);
+    ref::sigmoid_gate(out.row(t), gate.row(t), nh * hd);  // the gate in head order
   }
   return linear(out, w.attn.o_proj);  // [T][hidden]
 }
@@ -281,16 +207,10 @@ Matrix64 ReferenceModel::gated_delta_net(const LayerWeights& w, const Matrix64& 
 
   Matrix64 core(T, nv * dv);  // delta-rule outputs before the gated norm
   std::vector<double> conv_out(static_cast<size_t>(C)), q(static_cast<size_t>(dk)), k(static_cast<size_t>(dk));
-  std::vector<double> kv(static_cast<size_t>(dv)), delta(static_cast<size_t>(dv));
   for (int64_t t = 0; t < T; ++t) {
-    // Causal depthwise conv: shift the window [C][K] left by one, put the
-    // current input in the last column; tap K-1 weighs the current token.
-    for (int64_t ch = 0; ch < C; ++ch) {
-      double* win = st.conv.data() + ch * K;
-      std::copy(win + 1, win + K, win);
-      win[K - 1] = mixed.row(t)[ch];
-      conv_out[size_t(ch)] = silu(dot(lw.conv.row(ch), win, K));  // no bias; SiLU after the conv
-    }
+    // Causal depthwise conv over the carried window, no bias, SiLU after it.
+    for (int64_t ch = 0; ch < C; ++ch)
+      conv_out[size_t(ch)] = ref::silu(ref::causal_conv_step(st.conv.data() + ch * K, lw.conv.row(ch), K, mixed.row(t)[ch]));
     const double* qs = conv_out.data();                // [nk][dk]
     const double* ks = conv_out.data() + nk * dk;      // [nk][dk]
     const double* vs = conv_out.data() + 2 * nk * dk;  // [nv][dv]
@@ -300,30 +220,15 @@ Matrix64 ReferenceModel::gated_delta_net(const LayerWeights& w, const Matrix64& 
       const int64_t kh = h / (nv / nk);
       std::copy(qs + kh * dk, qs + (kh + 1) * dk, q.begin());
       std::copy(ks + kh * dk, ks + (kh + 1) * dk, k.begin());
-      l2norm(q.data(), dk);
-      l2norm(k.data(), dk);
+      ref::l2_normalize(q.data(), dk, 1e-6);
+      ref::l2_normalize(k.data(), dk, 1e-6);
       for (auto& e : q) e /= std::sqrt(double(dk));
-      const double* vh = vs + h * dv;
 
-      const double beta = sigmoid(b.row(t)[h]);
-      // Log-space decay g <= 0: the memory shrinks by exp(g) each token.
-      const double g = -std::exp(lw.A_log[size_t(h)]) * softplus(a.row(t)[h] + lw.dt_bias[size_t(h)]);
-      const double decay = std::exp(g);
-
-      double* S = st.recurrent.data() + h * dk * dv;  // [dk][dv]
-      for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
-      // Delta rule: move S^T k towards v by beta: S += k (beta (v - S^T k))^T.
-      std::fill(kv.begin(), kv.end(), 0.0);
-      for (int64_t i = 0; i < dk; ++i)
-        for (int64_t j = 0; j < dv; ++j) kv[size_t(j)] += S[i * dv + j] * k[size_t(i)];
-      for (int64_t j = 0; j < dv; ++j) delta[size_t(j)] = beta * (vh[j] - kv[size_t(j)]);
-      for (int64_t i = 0; i < dk; ++i)
-        for (int64_t j = 0; j < dv; ++j) S[i * dv + j] += k[size_t(i)] * delta[size_t(j)];
-      // The output reads the updated state: o = S^T q.
+      const double beta = ref::sigmoid(b.row(t)[h]);
+      const double decay = ref::delta_decay(-std::exp(lw.A_log[size_t(h)]), a.row(t)[h], lw.dt_bias[size_t(h)]);
       double* o = core.row(t) + h * dv;
-      for (int64_t i = 0; i < dk; ++i)
-        for (int64_t j = 0; j < dv; ++j) o[j] += S[i * dv + j] * q[size_t(i)];
-      gated_rms_norm(o, z.row(t) + h * dv, lw.norm.data(), dv, c.rms_norm_eps);
+      ref::delta_rule_step(st.recurrent.data() + h * dk * dv, q.data(), k.data(), vs + h * dv, beta, decay, dk, dv, o);
+      ref::gated_rms_norm(o, z.row(t) + h * dv, lw.norm.data(), dv, c.rms_norm_eps);
     }
   }
   return linear(core, lw.out_proj);  // [T][hidden]
@@ -332,7 +237,7 @@ Matrix64 ReferenceModel::gated_delta_net(const LayerWeights& w, const Matrix64& 
 // SwiGLU MLP: down(silu(gate(x)) * up(x)).
 Matrix64 ReferenceModel::mlp(const LayerWeights& w, const Matrix64& x) const {
   Matrix64 g = linear(x, w.gate_proj), u = linear(x, w.up_proj);  // [T][intermediate]
-  for (size_t i = 0; i < g.data.size(); ++i) g.data[i] = silu(g.data[i]) * u.data[i];
+  for (size_t i = 0; i < g.data.size(); ++i) g.data[i] = ref::silu(g.data[i]) * u.data[i];
   return linear(g, w.down_proj);  // [T][hidden]
 }
 

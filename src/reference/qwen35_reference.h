@@ -5,7 +5,9 @@
 // a recurrence (the conv, the delta rule), plain loops everywhere, and the
 // same cache layouts as Hugging Face so that states can be compared directly.
 // The math follows transformers' modeling_qwen3_5.py; the golden set's
-// README (shared/golden/README.md) lists every detail.
+// README (shared/golden/README.md) lists every detail. The per-token pieces
+// (norms, RoPE, the conv step, the delta rule, attention) are in
+// qwen35_ops.h, shared with the kernel tests.
 //
 // Usage:
 //   ReferenceModel model(*Checkpoint::open(dir));
