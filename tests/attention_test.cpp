@@ -20,6 +20,7 @@
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/model_rewrite.h"
+#include "reference/qwen35_ops.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "synth/synth.h"
@@ -43,16 +44,6 @@ struct Case {
   std::vector<int32_t> seqlens;
 };
 
-void rope_ref(std::vector<double>& x, const std::vector<float>& cos, const std::vector<float>& sin, int64_t pos,
-              int64_t rot) {
-  const int64_t half = rot / 2;
-  for (int64_t d = 0; d < half; ++d) {
-    const double a = x[size_t(d)], b = x[size_t(d + half)], c = cos[size_t(pos * half + d)], s = sin[size_t(pos * half + d)];
-    x[size_t(d)] = a * c - b * s;
-    x[size_t(d + half)] = b * c + a * s;
-  }
-}
-
 TEST(Attention, KernelMatchesTheDefinitionAtEveryLevel) {
   std::mt19937 rng(31);
   // {batch, seq, heads, kv_heads, head_dim, capacity, rotary_dim, rotary_positions}
@@ -71,7 +62,13 @@ TEST(Attention, KernelMatchesTheDefinitionAtEveryLevel) {
     auto cos = random_values(size_t(std::max<int64_t>(1, s.rotary_positions * half)), rng);
     auto sin = random_values(cos.size(), rng);
 
-    // The definition: new keys/values into copies of the caches, then attention.
+    // The definition, from the reference model's pieces (reference/qwen35_ops.h):
+    // new keys/values into copies of the caches, then attention. The tables
+    // give each position's angles: row pos holds cos/sin of its half pairs.
+    const std::vector<double> cos64(cos.begin(), cos.end()), sin64(sin.begin(), sin.end());
+    auto rotate = [&](std::vector<double>& x, int64_t pos) {
+      if (half) ref::rotate_half(x.data(), cos64.data() + pos * half, sin64.data() + pos * half, half);
+    };
     std::vector<double> want(q.size());
     std::vector<float> want_k = cache_k, want_v = cache_v;
     for (int64_t b = 0; b < s.batch; ++b) {
@@ -80,29 +77,20 @@ TEST(Attention, KernelMatchesTheDefinitionAtEveryLevel) {
         for (int64_t g = 0; g < s.kv_heads; ++g) {
           const size_t src = size_t(((b * s.seq + i) * s.kv_heads + g) * hd);
           std::vector<double> key(k.begin() + long(src), k.begin() + long(src + size_t(hd)));
-          if (half) rope_ref(key, cos, sin, first + i, s.rotary_dim);
+          rotate(key, first + i);
           const size_t dst = size_t(((b * s.kv_heads + g) * s.capacity + first + i) * hd);
           for (int64_t d = 0; d < hd; ++d) want_k[dst + size_t(d)] = float(key[size_t(d)]), want_v[dst + size_t(d)] = v[src + size_t(d)];
         }
+      // The kernel reads its cache in float: so does the definition.
+      const std::vector<double> keys(want_k.begin(), want_k.end()), values(want_v.begin(), want_v.end());
       for (int64_t i = 0; i < s.seq; ++i)
         for (int64_t h = 0; h < s.heads; ++h) {
           const int64_t g = h / (s.heads / s.kv_heads), pos = first + i;
-          const size_t qi = size_t(((b * s.seq + i) * s.heads + h) * hd);
+          const size_t qi = size_t(((b * s.seq + i) * s.heads + h) * hd), kv = size_t((b * s.kv_heads + g) * s.capacity * hd);
           std::vector<double> qv(q.begin() + long(qi), q.begin() + long(qi + size_t(hd)));
-          if (half) rope_ref(qv, cos, sin, pos, s.rotary_dim);
-          std::vector<double> score(size_t(pos + 1));
-          double top = -1e300, sum = 0;
-          for (int64_t j = 0; j <= pos; ++j) {
-            const size_t kj = size_t(((b * s.kv_heads + g) * s.capacity + j) * hd);
-            double dot = 0;
-            for (int64_t d = 0; d < hd; ++d) dot += qv[size_t(d)] * want_k[kj + size_t(d)];
-            score[size_t(j)] = dot / std::sqrt(double(hd));
-            top = std::max(top, score[size_t(j)]);
-          }
-          for (auto& x : score) sum += (x = std::exp(x - top));
-          for (int64_t j = 0; j <= pos; ++j)
-            for (int64_t d = 0; d < hd; ++d)
-              want[qi + size_t(d)] += score[size_t(j)] / sum * want_v[size_t(((b * s.kv_heads + g) * s.capacity + j) * hd + d)];
+          rotate(qv, pos);
+          ref::attend(qv.data(), keys.data() + kv, values.data() + kv, pos + 1, hd, 1.0 / std::sqrt(double(hd)),
+                      want.data() + qi);
         }
     }
 

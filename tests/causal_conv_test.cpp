@@ -17,6 +17,7 @@
 #include "ortext/deltagen_ops.h"
 #include "ortext/fast_session.h"
 #include "ortext/model_rewrite.h"
+#include "reference/qwen35_ops.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -33,7 +34,9 @@ std::vector<float> random_values(size_t n, std::mt19937& rng) {
   return v;
 }
 
-// The definition, in double.
+// The definition in double, one token at a time through the reference
+// model's conv step (reference/qwen35_ops.h): each channel's window holds K
+// inputs, the K-1 carried ones last.
 void reference(const kernels::CausalConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
                const float* bias, const float* past, bool silu, std::vector<float>& y, std::vector<float>& present) {
   const int64_t k = s.kernel, l = s.length, st = k - 1;
@@ -42,15 +45,14 @@ void reference(const kernels::CausalConvShape& s, const std::vector<float>& x, c
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t c = 0; c < s.channels; ++c) {
       const int64_t row = b * s.channels + c;
-      std::vector<double> xp;
-      for (int64_t i = 0; i < st; ++i) xp.push_back(past ? past[row * st + i] : 0.0);
-      for (int64_t t = 0; t < l; ++t) xp.push_back(x[size_t(row * l + t)]);
+      const std::vector<double> taps(w.begin() + c * k, w.begin() + (c + 1) * k);
+      std::vector<double> window(size_t(k), 0.0);
+      for (int64_t i = 0; i < st; ++i) window[size_t(1 + i)] = past ? past[row * st + i] : 0.0;
       for (int64_t t = 0; t < l; ++t) {
-        double acc = bias ? bias[c] : 0.0;
-        for (int64_t j = 0; j < k; ++j) acc += double(w[size_t(c * k + j)]) * xp[size_t(t + j)];
-        y[size_t(row * l + t)] = float(silu ? acc / (1.0 + std::exp(-acc)) : acc);
+        const double acc = (bias ? bias[c] : 0.0) + ref::causal_conv_step(window.data(), taps.data(), k, x[size_t(row * l + t)]);
+        y[size_t(row * l + t)] = float(silu ? ref::silu(acc) : acc);
       }
-      for (int64_t i = 0; i < st; ++i) present[size_t(row * st + i)] = float(xp[size_t(l + i)]);
+      for (int64_t i = 0; i < st; ++i) present[size_t(row * st + i)] = float(window[size_t(1 + i)]);
     }
 }
 

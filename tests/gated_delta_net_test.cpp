@@ -19,6 +19,7 @@
 #include "kernels/thread_pool.h"
 #include "models/build.h"
 #include "ortext/model_rewrite.h"
+#include "reference/qwen35_ops.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "test_util.h"
@@ -62,27 +63,30 @@ Inputs random_inputs(const GatedDeltaShape& s, std::mt19937& rng) {
   return in;
 }
 
-// The definition (gated_delta_net.h), in double.
+// The definition (gated_delta_net.h) in double, from the reference model's
+// pieces (reference/qwen35_ops.h). Each channel's conv window holds K inputs,
+// the K-1 carried ones last; LpNormalization has no eps.
 Outputs reference(const GatedDeltaShape& s, double scale, double eps, const Inputs& in) {
-  const int64_t c = s.conv_dim(), st = s.conv_kernel - 1, tokens = s.batch * s.seq;
-  std::vector<double> y(size_t(tokens * c));
+  const int64_t c = s.conv_dim(), K = s.conv_kernel, st = K - 1, tokens = s.batch * s.seq;
+  const int64_t dk = s.dk, dv = s.dv;
+  std::vector<double> y(size_t(tokens * c));  // the conv's outputs after SiLU: q, k, v of every token
   Outputs r;
   r.conv_present.resize(in.conv_past.size());
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t ch = 0; ch < c; ++ch) {
-      std::vector<double> xp;
-      for (int64_t i = 0; i < st; ++i) xp.push_back(in.conv_past[size_t((b * c + ch) * st + i)]);
-      for (int64_t t = 0; t < s.seq; ++t) xp.push_back(in.x[size_t((b * s.seq + t) * c + ch)]);
+      const std::vector<double> w(in.conv_w.begin() + ch * K, in.conv_w.begin() + (ch + 1) * K);
+      std::vector<double> window(size_t(K), 0.0);
+      for (int64_t i = 0; i < st; ++i) window[size_t(1 + i)] = in.conv_past[size_t((b * c + ch) * st + i)];
       for (int64_t t = 0; t < s.seq; ++t) {
-        double acc = 0;
-        for (int64_t j = 0; j < s.conv_kernel; ++j) acc += double(in.conv_w[size_t(ch * s.conv_kernel + j)]) * xp[size_t(t + j)];
-        y[size_t((b * s.seq + t) * c + ch)] = acc / (1.0 + std::exp(-acc));
+        const size_t at = size_t((b * s.seq + t) * c + ch);
+        y[at] = ref::silu(ref::causal_conv_step(window.data(), w.data(), K, in.x[at]));
       }
-      for (int64_t i = 0; i < st; ++i) r.conv_present[size_t((b * c + ch) * st + i)] = float(xp[size_t(s.seq + i)]);
+      for (int64_t i = 0; i < st; ++i) r.conv_present[size_t((b * c + ch) * st + i)] = float(window[size_t(1 + i)]);
     }
-  r.out.resize(size_t(tokens * s.nv * s.dv));
+  r.out.resize(size_t(tokens * s.nv * dv));
   r.state_present.resize(in.state_past.size());
-  const int64_t dk = s.dk, dv = s.dv;
+  const std::vector<double> norm_w(in.norm_w.begin(), in.norm_w.end());
+  std::vector<double> q(static_cast<size_t>(dk)), k(static_cast<size_t>(dk)), o(static_cast<size_t>(dv)), z(static_cast<size_t>(dv));
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.nv; ++h) {
       const int64_t kh = h / (s.nv / s.nk);
@@ -91,31 +95,18 @@ Outputs reference(const GatedDeltaShape& s, double scale, double eps, const Inpu
       for (int64_t t = 0; t < s.seq; ++t) {
         const int64_t tok = b * s.seq + t;
         const double* row = y.data() + tok * c;
-        std::vector<double> q(row + kh * dk, row + kh * dk + dk), k(row + s.nk * dk + kh * dk, row + s.nk * dk + kh * dk + dk);
-        const double* v = row + 2 * s.nk * dk + h * dv;
-        double qq = 0, kk = 0;
-        for (int64_t i = 0; i < dk; ++i) qq += q[size_t(i)] * q[size_t(i)], kk += k[size_t(i)] * k[size_t(i)];
-        for (int64_t i = 0; i < dk; ++i) q[size_t(i)] *= scale / std::sqrt(qq), k[size_t(i)] /= std::sqrt(kk);
-        const double pre = double(in.a[size_t(tok * s.nv + h)]) + in.dt_bias[size_t(h)];
-        const double decay = std::exp(in.neg_exp_a[size_t(h)] * std::log1p(std::exp(pre)));
-        const double beta = 1.0 / (1.0 + std::exp(-double(in.b[size_t(tok * s.nv + h)])));
-        for (double& e : S) e *= decay;
-        std::vector<double> o(size_t(dv), 0.0);
-        for (int64_t j = 0; j < dv; ++j) {
-          double kv = 0;
-          for (int64_t i = 0; i < dk; ++i) kv += S[size_t(i * dv + j)] * k[size_t(i)];
-          const double delta = beta * (v[j] - kv);
-          for (int64_t i = 0; i < dk; ++i) S[size_t(i * dv + j)] += k[size_t(i)] * delta;
-          for (int64_t i = 0; i < dk; ++i) o[size_t(j)] += S[size_t(i * dv + j)] * q[size_t(i)];
-        }
-        double ms = 0;
-        for (double e : o) ms += e * e;
-        const double inv = 1.0 / std::sqrt(ms / double(dv) + eps);
-        for (int64_t j = 0; j < dv; ++j) {
-          const double zz = in.z[size_t(tok * s.nv * dv + h * dv + j)];
-          r.out[size_t(tok * s.nv * dv + h * dv + j)] =
-              float(o[size_t(j)] * inv * in.norm_w[size_t(j)] * zz / (1.0 + std::exp(-zz)));
-        }
+        q.assign(row + kh * dk, row + kh * dk + dk);
+        k.assign(row + s.nk * dk + kh * dk, row + s.nk * dk + kh * dk + dk);
+        ref::l2_normalize(q.data(), dk, 0.0);
+        ref::l2_normalize(k.data(), dk, 0.0);
+        for (double& e : q) e *= scale;
+        const size_t gate = size_t(tok * s.nv + h), zo = size_t(tok * s.nv * dv + h * dv);
+        const double decay = ref::delta_decay(in.neg_exp_a[size_t(h)], in.a[gate], in.dt_bias[size_t(h)]);
+        ref::delta_rule_step(S.data(), q.data(), k.data(), row + 2 * s.nk * dk + h * dv, ref::sigmoid(in.b[gate]),
+                             decay, dk, dv, o.data());
+        z.assign(in.z.begin() + long(zo), in.z.begin() + long(zo + size_t(dv)));
+        ref::gated_rms_norm(o.data(), z.data(), norm_w.data(), dv, eps);
+        for (int64_t j = 0; j < dv; ++j) r.out[zo + size_t(j)] = float(o[size_t(j)]);
       }
       for (size_t i = 0; i < S.size(); ++i) r.state_present[base + i] = float(S[i]);
     }

@@ -22,6 +22,7 @@
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/model_rewrite.h"
+#include "reference/qwen35_ops.h"
 #include "test_util.h"
 
 namespace deltagen {
@@ -48,16 +49,16 @@ TEST(RmsNorm, KernelMatchesTheDefinition) {
           kernels::rms_norm_rows(x.data(), with_skip ? skip.data() : nullptr, gamma.data(), rows, k, eps,
                                  with_sum ? sum.data() : nullptr, out.data(),
                                  rows > 3 ? static_cast<const kernels::Parallel&>(pool) : serial);
+          // The definition: the reference model's norm (reference/qwen35_ops.h) with the
+          // weight the builder hands the kernel (1 + w already folded into gamma).
+          const std::vector<double> gamma64(gamma.begin(), gamma.end());
           for (int64_t r = 0; r < rows; ++r) {
-            double squares = 0;
-            std::vector<double> s(static_cast<size_t>(k));
+            std::vector<double> normed(static_cast<size_t>(k));
+            for (int64_t j = 0; j < k; ++j)
+              normed[size_t(j)] = double(x[size_t(r * k + j)]) + (with_skip ? double(skip[size_t(r * k + j)]) : 0.0);
+            ref::rms_norm(normed.data(), gamma64.data(), k, eps);
             for (int64_t j = 0; j < k; ++j) {
-              s[size_t(j)] = double(x[size_t(r * k + j)]) + (with_skip ? double(skip[size_t(r * k + j)]) : 0.0);
-              squares += s[size_t(j)] * s[size_t(j)];
-            }
-            const double inv = 1.0 / std::sqrt(squares / double(k) + eps);
-            for (int64_t j = 0; j < k; ++j) {
-              const double want = s[size_t(j)] * inv * gamma[size_t(j)];
+              const double want = normed[size_t(j)];
               ASSERT_NEAR(out[size_t(r * k + j)], want, 1e-5 * (1.0 + std::fabs(want))) << "k " << k << " r " << r;
               if (with_sum) ASSERT_EQ(sum[size_t(r * k + j)], x[size_t(r * k + j)] + skip[size_t(r * k + j)]);
             }
