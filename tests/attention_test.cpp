@@ -16,6 +16,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "checkpoint/checkpoint.h"
+#include "kernel_levels.h"
 #include "kernels/attention.h"
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
@@ -95,7 +96,7 @@ TEST(Attention, KernelMatchesTheDefinitionAtEveryLevel) {
     }
 
     for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx512}) {
-      if (level > kernels::supported_level()) continue;
+      if (!test::runs_here(level)) continue;
       std::vector<float> out(q.size()), got_k = cache_k, got_v = cache_v;
       kernels::AttentionTensors t{q.data(), k.data(), v.data(), got_k.data(), got_v.data(), c.seqlens.data(),
                                   half ? cos.data() : nullptr, half ? sin.data() : nullptr, out.data()};
@@ -120,7 +121,7 @@ TEST(Attention, ARowsOutputDoesNotDependOnHowThePromptIsSplit) {
     const auto v = random_values(k.size(), rng);
     const auto cos = random_values(size_t(whole.rotary_positions * half), rng), sin = random_values(cos.size(), rng);
     for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx512}) {
-      if (level > kernels::supported_level()) continue;
+      if (!test::runs_here(level)) continue;
       // Runs [cuts[i], cuts[i+1]) into one cache; cuts {0, seq} is the single run.
       auto run = [&](const std::vector<int64_t>& cuts) {
         std::vector<float> cache_k(size_t(whole.kv_heads * whole.capacity * hd)), cache_v(cache_k.size());
