@@ -2,7 +2,11 @@
 #   make demo   install what is missing, build, synthesize a small checkpoint, build it to
 #               ONNX and generate from it
 #   make test   install what is missing, build, run the whole test suite (ctest)
-# Both are idempotent; with nothing changed they only re-run the job.
+#   make check  the same but the tests labelled `long` (ctest -LE long): the
+#               fast lane, under a minute on 2 cores once built
+# All are idempotent; with nothing changed they only re-run the job.
+# Test labels (tests/test_labels.cmake): unit, golden, model, cli, long; run one
+# group with `cd build && ctest -L unit` (or -L golden, ...).
 # Reliability (docs/reliability.md):
 #   make test-asan  the test suite built with AddressSanitizer + UBSan (build-asan)
 #   make fuzz       build the libFuzzer targets (build-fuzz, clang) and run each
@@ -16,7 +20,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build demo test clean test-asan sanitize fuzz
+.PHONY: all setup configure build demo test check clean test-asan sanitize fuzz
 
 all: build
 
@@ -36,6 +40,9 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+check: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
 
 $(ASAN_BUILD)/CMakeCache.txt: | setup
 	cmake -S . -B $(ASAN_BUILD) -DDELTAGEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)

@@ -1,0 +1,77 @@
+# The ctest LABELS of every test in deltagen_tests. CTest includes this file
+# (TEST_INCLUDE_FILES, CMakeLists.txt) after the tests gtest_discover_tests
+# found, whose names are in deltagen_tests_TESTS.
+#
+#   unit    fast, no model built or loaded, no CLI run (the default)
+#   golden  needs ../shared/golden: its checkpoint built and run, or its outputs
+#   model   builds or runs an ONNX model from a synthetic checkpoint only
+#   cli     runs the deltagen binary
+#   long    slow (several seconds or more on a 2-core machine): the serve
+#           tests (tests/serve), the long run, the interrupted build, the Qwen3
+#           tokenizer's corpus-wide and CLI tests; `make check` (ctest -LE long)
+#           leaves them out
+#
+# A test may carry several (a CLI test on the golden model: "cli,golden"). Each
+# rule below is a regex on the test's name, Suite.Test (a parameterized test's
+# Prefix/ is dropped first: Prefix/Suite.Test/Param is matched as
+# Suite.Test/Param), and its labels; the first rule that matches a test wins,
+# so a test's own rule goes before its suite's.
+# A new test no rule matches is `unit`: give it a rule if it builds a model,
+# reads the golden set, runs the CLI or takes seconds.
+set(deltagen_label_rules
+  # ---- long (times: one ctest -j2 run on the 2-core dev machine, other builds running) ----
+  "^Serve[A-Za-z]*\\."                                   "cli,long"      # node clients on a live server: 1-34 s each
+  "^LongRun\\."                                          "golden,long"   # 20k tokens: 14 s
+  "^Interrupt\\."                                        "cli,long"      # kills a build mid-way: 10 s
+  # The Qwen3 tokenizer's own tests load its 151k-token vocabulary in each
+  # process; these ones also run the CLI or the whole corpus several times (7-18 s).
+  "^TokenizerQwen3\\.(CliEncodesAndDecodes|CliErrors|SynthWithTokenizer)" "cli,long"
+  "^TokenizerQwen3\\.(EncodesAtLeast|DecodeInvertsEncode|DecodeOfArbitraryIds|StreamingDecode)" "long"
+
+  # ---- tests whose suite says otherwise ---------------------------------------------
+  "^Attention\\.(GatedFormFolds|RotaryInsideModel)"      "model"
+  "^GraphFacts\\.UntiedEmbeddingTable"                   "model"
+  "^BuilderGraph\\.(RotaryRunsInside|PrunedLmHead|ExcludedEmbeddings|ExcludedLmHead)" "golden"
+  "^BuilderGraph\\.ImpossibleOptions"                    "unit"
+  "^BuilderGraph\\.CliBuildTakesEveryFlag"               "cli,golden"
+  "^Builder\\.UntiedVariant"                             "model"
+  "^Builder\\.(CliBuildFailsCleanlyOnMissingCheckpoint|CliInspectFailsCleanlyOnGarbage)" "cli"
+  "^Builder\\.(Cli|InspectReportsMissing)"               "cli,golden"
+  "^CausalConv\\.CustomOpMatchesOrts"                    "model"
+  "^CausalConv\\.GoldenFp32Model"                        "golden"
+  "^ChatTemplate\\.TheTinyTokenizer"                     "golden"
+  "^Checkpoint\\.OpensGoldenVlLayout"                    "golden"
+  "^Checkpoint\\.(TextOnlyLayout|SynthIsDeterministic|ShardIndexNaming)" "model"
+  "^Checkpoint\\.SynthCli"                               "cli"
+  "^CliBadInput\\.BadModelFolder"                        "cli,golden"
+  "^CpuKernels\\.ComputeDtype"                           "unit"
+  "^FuzzRegressions\\.(EmptyStateSnapshot|SnapshotWithUnknownElementType)" "golden"
+  "^GatedDeltaNet\\.(KernelMatches|ThreadsGive|Fp16StatesAreTheFp32Kernel|FuzzFound)" "unit"
+  "^Limits\\.(BuildContextLength|GenerateMaxNewTokens)"  "cli,golden"
+  "^Limits\\.(Config|CheckpointWithAbsurd|GeneratorMaxLength)" "golden"
+  "^QuantOrt\\.QuantizedModelEqualsFp32"                 "golden"
+  "^RmsNorm\\.GoldenModel"                               "golden"
+
+  # ---- whole suites ----------------------------------------------------------------
+  "^(GenerateChatCli|GenerationConfig|ChatCli|GenerateCli|GenerateCliErrors|ReferenceCli|RuntimeCli|SnapshotCli)\\." "cli,golden"
+  "^CliBadInput\\."                                      "cli"
+  "^CompareCli\\.DepthStudy"                             "cli"
+  "^(BenchCli|CompareCli)\\."                            "cli,golden"
+  "^BuilderPrecision\\."                                 "golden"
+  "^(Bench|GraphFacts|BuilderPrecisionGolden|Builder|Chat|Compare|GatedDeltaNet|OrtextFullModel|ReferenceGolden|RuntimeBatch|RuntimeGolden|Scheduler|Snapshot|SnapshotFile|SwigluGolden|Threads)\\." "golden"
+  "^(BuilderGraph|CpuKernels|OrtextFastSession|QuantOrt|RoundTrip)\\." "model"
+)
+
+foreach(test IN LISTS deltagen_tests_TESTS)
+  string(REGEX REPLACE "^[A-Za-z0-9_]+/" "" name "${test}")
+  set(labels unit)
+  set(rules ${deltagen_label_rules})
+  while(rules)
+    list(POP_FRONT rules pattern rule_labels)
+    if(name MATCHES "${pattern}")
+      string(REPLACE "," ";" labels "${rule_labels}")
+      break()
+    endif()
+  endwhile()
+  set_tests_properties("${test}" PROPERTIES LABELS "${labels}")
+endforeach()
