@@ -96,7 +96,7 @@ void model_seeds() {
   write("model_rewrite", "tiny_fp32.onnx", read(model / "model.onnx"));
   {  // int4: MatMulNBits nodes, so the SwiGLU fold has something to fold into
     BuildOptions q4 = bo;
-    q4.precision = "int4";
+    q4.precision = Precision::Int4;
     q4.block_size = 16;
     const fs::path model4 = out_root / "tmp-model-int4";
     fs::remove_all(model4);
@@ -114,9 +114,9 @@ void model_seeds() {
     write_synthetic_checkpoint(cfg, so, ckpt64);
     auto checkpoint64 = Checkpoint::open(ckpt64);
     BuildOptions q4 = bo;
-    q4.precision = "int4";
+    q4.precision = Precision::Int4;
     q4.block_size = 16;
-    q4.state_dtype = "fp16";
+    q4.state_dtype = FloatType::Fp16;
     build_model(*checkpoint64, q4, model64);
     write("model_rewrite", "tiny_int4_rotary_inside_fp16_state.onnx", read(model64 / "model.onnx"));
     fs::remove_all(ckpt64);

@@ -198,7 +198,7 @@ TEST(Attention, RotaryInsideModelMatchesOrtsKernels) {
   TempDir dir;
   build_rotary_inside_model(dir);
   auto fast = Model::load(dir / "model");
-  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
+  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = {.set = KernelSet::Ort}});
   EXPECT_EQ(fast->fast_kernel_nodes(), 4);  // 3 fused linear-attention layers + the attention
   Generator a(*fast, 1, 64), b(*stock, 1, 64);
   auto check = [](const Logits& x, const Logits& y, const char* what) {

@@ -73,7 +73,7 @@ class Built {
 
 BuildOptions fp16() {
   BuildOptions o;
-  o.precision = "fp16";
+  o.precision = Precision::Fp16;
   return o;
 }
 
@@ -199,7 +199,7 @@ TEST(BuilderGraph, DefaultHasTwoLpNormalizationsPerLinearLayer) {
 
 TEST(BuilderGraph, DecomposedL2NormIsTheOldSixNodeSubgraph) {
   BuildOptions o;
-  o.l2norm = "decomposed";
+  o.l2norm = L2Norm::Decomposed;
   Built b(checkpoint24(), o);
   Built lp(checkpoint24(), BuildOptions{});
   EXPECT_EQ(b.count("LpNormalization"), 0);
@@ -303,7 +303,7 @@ TEST(BuilderGraph, StateStaysFp32UnlessAsked) {
   EXPECT_EQ(elem_type(b.model(), "past_key_values.3.key"), onnx::TensorProto_DataType_FLOAT16);
   EXPECT_EQ(elem_type(b.model(), "logits"), onnx::TensorProto_DataType_FLOAT16);
   BuildOptions o = fp16();
-  o.state_dtype = "fp16";
+  o.state_dtype = FloatType::Fp16;
   Built s(checkpoint24(), o);
   EXPECT_EQ(elem_type(s.model(), "past_key_values.0.recurrent_state"), onnx::TensorProto_DataType_FLOAT16);
   EXPECT_EQ(elem_type(s.model(), "present.0.conv_state"), onnx::TensorProto_DataType_FLOAT16);
@@ -314,8 +314,8 @@ TEST(BuilderGraph, StateStaysFp32UnlessAsked) {
 
 TEST(BuilderGraph, Q4F16GraphRunsOnCpuWithFp16Norms) {
   BuildOptions o;
-  o.precision = "int4";
-  o.activations = "fp16";
+  o.precision = Precision::Int4;
+  o.activations = FloatType::Fp16;
   Built b(checkpoint24(), o);
   EXPECT_EQ(b.count("com.microsoft.MatMulNBits"), 4 * kLayers + 1);  // fused groups + lm_head
   EXPECT_EQ(elem_type(b.model(), "logits"), onnx::TensorProto_DataType_FLOAT16);
@@ -328,7 +328,7 @@ TEST(BuilderGraph, Q4F16GraphRunsOnCpuWithFp16Norms) {
 
 TEST(BuilderGraph, TiedQuantizedTableIsStoredOnceAndGatheredBlockwise) {
   BuildOptions o;
-  o.precision = "int4";
+  o.precision = Precision::Int4;
   Built b(checkpoint24(), o);
   auto gbq = nodes_of(b.model(), "com.microsoft.GatherBlockQuantized");
   ASSERT_EQ(gbq.size(), 1u);
@@ -354,7 +354,7 @@ TEST(BuilderGraph, UntiedQuantizedEmbeddingIsGatheredFromItsOwnQuantizedTable) {
   cfg.tie_word_embeddings = false;
   write_synthetic_checkpoint(cfg, SynthOptions{}, tmp / "ck");
   BuildOptions o;
-  o.precision = "int4";
+  o.precision = Precision::Int4;
   Built b(tmp / "ck", o);
   auto gbq = nodes_of(b.model(), "com.microsoft.GatherBlockQuantized");
   ASSERT_EQ(gbq.size(), 1u);
@@ -369,8 +369,8 @@ TEST(BuilderGraph, UntiedQuantizedEmbeddingIsGatheredFromItsOwnQuantizedTable) {
 
 TEST(BuilderGraph, MixedPrecisionSelectorsKeepChosenLayersWider) {
   BuildOptions o;
-  o.precision = "int4";
-  o.lm_head_precision = "int8";
+  o.precision = Precision::Int4;
+  o.lm_head_precision = Precision::Int8;
   o.linear_attn_bits = 8;
   Built b(checkpoint24(), o);
   EXPECT_EQ(b.count("com.microsoft.MatMulNBits", "/lm_head/MatMul_Q8"), 1);
@@ -379,7 +379,7 @@ TEST(BuilderGraph, MixedPrecisionSelectorsKeepChosenLayersWider) {
   EXPECT_EQ(b.count("com.microsoft.MatMulNBits", "/model/layers.0/mlp/gate_up_proj/MatMul_Q4"), 1);
   for (const auto* n : nodes_of(b.model(), "com.microsoft.GatherBlockQuantized")) EXPECT_EQ(int_attr(*n, "bits"), 8);
 
-  o.lm_head_precision = "fp32";
+  o.lm_head_precision = Precision::Fp32;
   o.linear_attn_bits = 0;
   Built f(checkpoint24(), o);
   EXPECT_EQ(f.count("com.microsoft.FusedMatMul", "/lm_head/"), 1);  // tied fp32 table, stored once
@@ -450,7 +450,7 @@ TEST(BuilderGraph, QuantizedBuildIsDeterministicForAnyThreadCount) {
   TempDir tmp;
   auto ckpt = Checkpoint::open(checkpoint24());
   BuildOptions o;
-  o.precision = "int4";
+  o.precision = Precision::Int4;
   o.external_data_threshold = 0;  // exercise the data file too
   o.threads = 1;
   build_model(*ckpt, o, tmp / "a");
@@ -476,15 +476,12 @@ TEST(BuilderGraph, ImpossibleOptionsAreRejectedBeforeAnyFile) {
     f(o);
     EXPECT_THROW(validate_build_options(normalized_build_options(o)), Error);
   };
-  rejects([](auto& o) { o.l2norm = "rsqrt"; });
-  rejects([](auto& o) { o.precision = "int4"; o.block_size = 24; });
-  rejects([](auto& o) { o.precision = "int4"; o.accuracy_level = 5; });
-  rejects([](auto& o) { o.activations = "fp16"; });  // fp32 weights compute in fp32
+  rejects([](auto& o) { o.precision = Precision::Int4; o.block_size = 24; });
+  rejects([](auto& o) { o.precision = Precision::Int4; o.accuracy_level = 5; });
+  rejects([](auto& o) { o.activations = FloatType::Fp16; });  // fp32 weights compute in fp32
   rejects([](auto& o) { o.linear_attn_bits = 8; });  // not a quantized build
-  rejects([](auto& o) { o.precision = "int4"; o.lm_head_precision = "int3"; });
-  rejects([](auto& o) { o.state_dtype = "fp8"; });
+  rejects([](auto& o) { o.lm_head_precision = Precision::Fp16; o.block_size = 16; });  // nothing quantized
   rejects([](auto& o) { o.exclude_lm_head = o.prune_lm_head = true; });
-  rejects([](auto& o) { o.exact_l2norm_eps = true; o.l2norm = "decomposed"; });
 }
 
 TEST(BuilderGraph, CliBuildTakesEveryFlagAndInspectDiffsTwoModels) {
@@ -525,7 +522,8 @@ TEST(BuilderGraph, CliBuildTakesEveryFlagAndInspectDiffsTwoModels) {
 
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--l2norm", "rsqrt"}, {"--block-size", "24", "--precision", "int4"},
-        {"--embedding-gather", "maybe"}}) {
+        {"--embedding-gather", "maybe"}, {"--precision", "int3"}, {"--state-dtype", "fp8"},
+        {"--activations", "int4", "--precision", "int4"}, {"--keep-lm-head", "fp64"}, {"--exact-l2norm-eps"}}) {
     std::vector<std::string> args = {"build", "--checkpoint", ck, "--out", (tmp / "bad").string()};
     args.insert(args.end(), bad.begin(), bad.end());
     auto r = test::run_cli(args);

@@ -131,8 +131,8 @@ BuildOptions with(std::function<void(BuildOptions&)> f) {
 std::vector<Variant> variants() {
   return {
       // fp32 graph switches: only fp32 rounding (or HF's l2norm eps) changes.
-      {"l2norm_decomposed", with([](auto& o) { o.l2norm = "decomposed"; }), 1.5e-4, 28, 1e-3},  // 7.8e-5 28 5.0e-4
-      {"l2norm_lpnorm_eps", with([](auto& o) { o.l2norm = "lpnorm-eps"; }), 1.5e-4, 28, 1e-3},  // 9.6e-5 28 5.2e-4
+      {"l2norm_decomposed", with([](auto& o) { o.l2norm = L2Norm::Decomposed; }), 1.5e-4, 28, 1e-3},  // 7.8e-5 28 5.0e-4
+      {"l2norm_lpnorm_eps", with([](auto& o) { o.l2norm = L2Norm::LpNormEps; }), 1.5e-4, 28, 1e-3},  // 9.6e-5 28 5.2e-4
       {"q_scale_mul", with([](auto& o) { o.q_scale_mul = true; }), 1e-6, 28, 1e-6},                // 0 (bit-identical)
       {"conv_channels_last", with([](auto& o) { o.conv_channels_last = true; }), 1e-6, 28, 1e-6},  // 0
       {"no_rotary_in_attention", with([](auto& o) { o.rotary_in_attention = false; }), 1e-6, 28, 1e-6},  // 0
@@ -140,33 +140,33 @@ std::vector<Variant> variants() {
       {"no_linear_attention_gate", with([](auto& o) { o.linear_attention_gate = false; }), 2e-5, 28, 7e-5},  // 5.5e-6 28 3.4e-5
       {"no_gated_rmsnorm", with([](auto& o) { o.gated_rmsnorm = false; }), 2e-5, 28, 7e-5},  // 4.0e-6 28 3.1e-5
       {"fp32_all_old_forms", with([](auto& o) {
-         o.l2norm = "decomposed";
+         o.l2norm = L2Norm::Decomposed;
          o.q_scale_mul = true;
          o.rotary_in_attention = o.fuse_projections = o.linear_attention_gate = o.gated_rmsnorm = false;
        }),
        1.5e-4, 28, 1e-3},  // 8.6e-5 28 4.9e-4
       // Float precisions.
-      {"fp16", with([](auto& o) { o.precision = "fp16"; }), 0.05, 27, 0.25},  // 0.027 28 0.15
-      {"fp16_norm_upcast", with([](auto& o) { o.precision = "fp16"; o.norm_upcast = true; }), 0.06, 27, 0.2},  // 0.033 28 0.086
-      {"fp16_state_fp16", with([](auto& o) { o.precision = "fp16"; o.state_dtype = "fp16"; }), 0.05, 27, 0.25},  // 0.022 28 0.15
-      {"bf16", with([](auto& o) { o.precision = "bf16"; }), 0.25, 25, 1.5},  // 0.13 27 0.96
+      {"fp16", with([](auto& o) { o.precision = Precision::Fp16; }), 0.05, 27, 0.25},  // 0.027 28 0.15
+      {"fp16_norm_upcast", with([](auto& o) { o.precision = Precision::Fp16; o.norm_upcast = true; }), 0.06, 27, 0.2},  // 0.033 28 0.086
+      {"fp16_state_fp16", with([](auto& o) { o.precision = Precision::Fp16; o.state_dtype = FloatType::Fp16; }), 0.05, 27, 0.25},  // 0.022 28 0.15
+      {"bf16", with([](auto& o) { o.precision = Precision::Bf16; }), 0.25, 25, 1.5},  // 0.13 27 0.96
       // Block-quantized.
-      {"int8", with([](auto& o) { o.precision = "int8"; }), 1.2, 21, 4.0},                               // 0.69 24 2.4
-      {"int8_acc0", with([](auto& o) { o.precision = "int8"; o.accuracy_level = 0; }), 1.2, 22, 3.0},   // 0.69 26 1.4
-      {"int4", with([](auto& o) { o.precision = "int4"; }), 6.0, 16, 8.0},                               // 3.7 20 4.8
-      {"int4_acc0", with([](auto& o) { o.precision = "int4"; o.accuracy_level = 0; }), 6.0, 16, 8.0},   // 3.7 20 4.6
-      {"int4_asymmetric", with([](auto& o) { o.precision = "int4"; o.asymmetric = true; }), 5.0, 11, 8.0},  // 3.1 14 4.2
-      {"int4_block16", with([](auto& o) { o.precision = "int4"; o.block_size = 16; }), 5.0, 12, 8.0},    // 2.8 15 4.3
-      {"int4_block128", with([](auto& o) { o.precision = "int4"; o.block_size = 128; }), 6.0, 15, 8.0},  // 3.4 19 5.1
-      {"int4_q4f16", with([](auto& o) { o.precision = "int4"; o.activations = "fp16"; }), 6.0, 16, 8.0},  // 3.7 20 4.8
-      {"int4_bf16_activations", with([](auto& o) { o.precision = "int4"; o.activations = "bf16"; }), 6.0, 15,
+      {"int8", with([](auto& o) { o.precision = Precision::Int8; }), 1.2, 21, 4.0},                               // 0.69 24 2.4
+      {"int8_acc0", with([](auto& o) { o.precision = Precision::Int8; o.accuracy_level = 0; }), 1.2, 22, 3.0},   // 0.69 26 1.4
+      {"int4", with([](auto& o) { o.precision = Precision::Int4; }), 6.0, 16, 8.0},                               // 3.7 20 4.8
+      {"int4_acc0", with([](auto& o) { o.precision = Precision::Int4; o.accuracy_level = 0; }), 6.0, 16, 8.0},   // 3.7 20 4.6
+      {"int4_asymmetric", with([](auto& o) { o.precision = Precision::Int4; o.asymmetric = true; }), 5.0, 11, 8.0},  // 3.1 14 4.2
+      {"int4_block16", with([](auto& o) { o.precision = Precision::Int4; o.block_size = 16; }), 5.0, 12, 8.0},    // 2.8 15 4.3
+      {"int4_block128", with([](auto& o) { o.precision = Precision::Int4; o.block_size = 128; }), 6.0, 15, 8.0},  // 3.4 19 5.1
+      {"int4_q4f16", with([](auto& o) { o.precision = Precision::Int4; o.activations = FloatType::Fp16; }), 6.0, 16, 8.0},  // 3.7 20 4.8
+      {"int4_bf16_activations", with([](auto& o) { o.precision = Precision::Int4; o.activations = FloatType::Bf16; }), 6.0, 15,
        8.0},  // 3.7 19 4.9
-      {"int4_keep_lm_head_fp32", with([](auto& o) { o.precision = "int4"; o.lm_head_precision = "fp32"; }), 6.0, 14,
+      {"int4_keep_lm_head_fp32", with([](auto& o) { o.precision = Precision::Int4; o.lm_head_precision = Precision::Fp32; }), 6.0, 14,
        8.0},  // 3.7 17 4.7
-      {"int4_keep_lm_head_int8", with([](auto& o) { o.precision = "int4"; o.lm_head_precision = "int8"; }), 6.0, 14,
+      {"int4_keep_lm_head_int8", with([](auto& o) { o.precision = Precision::Int4; o.lm_head_precision = Precision::Int8; }), 6.0, 14,
        8.0},  // 3.7 18 5.0
-      {"int4_linear_attn_int8", with([](auto& o) { o.precision = "int4"; o.linear_attn_bits = 8; }), 5.0, 14, 9.0},  // 2.8 18 5.6
-      {"int4_float_embedding", with([](auto& o) { o.precision = "int4"; o.quantized_embedding_gather = false; }),
+      {"int4_linear_attn_int8", with([](auto& o) { o.precision = Precision::Int4; o.linear_attn_bits = 8; }), 5.0, 14, 9.0},  // 2.8 18 5.6
+      {"int4_float_embedding", with([](auto& o) { o.precision = Precision::Int4; o.quantized_embedding_gather = false; }),
        6.0, 13, 8.0},  // 3.6 16 4.7
   };
 }
@@ -217,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, BuilderPrecision, ::testing::ValuesIn(variant
 TEST(BuilderPrecisionGolden, Fp32SwitchesStayWithinTheGoldenBound) {
   const std::vector<float> golden = read_npy(test::golden_file("logits_prefill.npy")).as_f32();
   for (const Variant& v : variants()) {
-    if (v.opts.precision != "fp32") continue;
+    if (v.opts.precision != Precision::Fp32) continue;
     TempDir tmp;
     StepRunner run(build(golden_checkpoint(), v.opts, tmp / "m"));
     const double diff = test::max_abs_diff(run.step(kPrompt), golden);

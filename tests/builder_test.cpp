@@ -274,7 +274,7 @@ TEST(Builder, ExactL2NormEpsMatchesGoldenTightly) {
   TempDir tmp;
   auto ckpt = Checkpoint::open(golden_checkpoint());
   BuildOptions opts;
-  opts.l2norm = "lpnorm-eps";
+  opts.l2norm = L2Norm::LpNormEps;
   build_model(*ckpt, opts, tmp / "m");
   auto model = graph::load_model_proto(tmp / "m" / "model.onnx");
   EXPECT_EQ(nodes_of(model, "LpNormalization").size(), 6u);
@@ -350,7 +350,7 @@ TEST(Builder, UntiedVariantMatchesReference) {
 
   auto ckpt = Checkpoint::open(tmp / "ck");
   BuildOptions opts;
-  opts.l2norm = "lpnorm-eps";  // compare the rest of the math tightly
+  opts.l2norm = L2Norm::LpNormEps;  // compare the rest of the math tightly
   build_model(*ckpt, opts, tmp / "m");
   auto model = graph::load_model_proto(tmp / "m" / "model.onnx");
   EXPECT_EQ(nodes_of(model, "MatMul", "/lm_head/MatMul").size(), 1u);

@@ -197,8 +197,8 @@ TEST(CausalConv, GoldenFp32ModelRunsItsConvNodesOnDeltagen) {
     auto ckpt = Checkpoint::open(test::golden_checkpoint());
     build_model(*ckpt, BuildOptions{}, dir / "model");
   }
-  auto on = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::DeltagenOps});
-  auto off = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
+  auto on = Model::load(dir / "model", RuntimeOptions{.kernels = {.set = KernelSet::DeltagenOps}});
+  auto off = Model::load(dir / "model", RuntimeOptions{.kernels = {.set = KernelSet::Ort}});
   // tiny-a, fp32 (no MatMulNBits): 3 linear-attention layers' convs + 1 attention
   EXPECT_EQ(on->fast_kernel_nodes(), 4);
   EXPECT_EQ(off->fast_kernel_nodes(), 0);

@@ -39,7 +39,7 @@ struct Models {
     b.show_progress = false;
     plain = dir / "plain";
     build_model(*ckpt, b, plain);
-    b.l2norm = "lpnorm-eps";
+    b.l2norm = L2Norm::LpNormEps;
     exact_eps = dir / "exact-eps";
     build_model(*ckpt, b, exact_eps);
     // The same shapes with other random weights: a very different model.
@@ -115,11 +115,11 @@ TEST(BuildFlags, ParsesTheBuildCommandsFlags) {
   EXPECT_EQ(o.l2norm, BuildOptions{}.l2norm);
   EXPECT_FALSE(o.norm_upcast);
   o = parse_build_flags("  --l2norm decomposed --context-length 128 --precision fp16 --norm-upcast ");
-  EXPECT_EQ(o.l2norm, "decomposed");
+  EXPECT_EQ(o.l2norm, L2Norm::Decomposed);
   EXPECT_TRUE(o.norm_upcast);
-  EXPECT_EQ(o.precision, "fp16");
+  EXPECT_EQ(o.precision, Precision::Fp16);
   EXPECT_EQ(o.context_length, 128);
-  EXPECT_EQ(parse_build_flags("--exact-l2norm-eps").l2norm, "lpnorm-eps");  // normalized
+  EXPECT_EQ(parse_build_flags("--l2norm lpnorm-eps").l2norm, L2Norm::LpNormEps);
   EXPECT_THROW(parse_build_flags("--l2norm nonsense"), Error);
   EXPECT_THROW(parse_build_flags("--bogus"), Error);
   EXPECT_THROW(parse_build_flags("--precision"), Error);
@@ -184,7 +184,7 @@ TEST(Compare, Fp16BuildAgainstFp32HasSmallPositiveKl) {
   TempDir dir;
   BuildOptions b;
   b.show_progress = false;
-  b.precision = "fp16";
+  b.precision = Precision::Fp16;
   build_model(*Checkpoint::open(golden_checkpoint()), b, dir / "fp16");
   auto fp32 = measure::onnx_source(models().plain, 1, 64);
   auto fp16 = measure::onnx_source(dir / "fp16", 1, 64);
@@ -241,7 +241,7 @@ TEST(CompareCli, KernelChoicePerSide) {
   TempDir dir;
   BuildOptions b;
   b.show_progress = false;
-  b.precision = "int4";
+  b.precision = Precision::Int4;
   build_model(*Checkpoint::open(golden_checkpoint()), b, dir / "int4");
   const std::string m = (dir / "int4").string();
   const std::vector<std::string> common = {"--tokens", "64", "--context", "32", "--greedy-tokens", "8", "--threads",

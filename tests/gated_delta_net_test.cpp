@@ -320,7 +320,7 @@ TEST(GatedDeltaNet, GoldenModelFusesEveryLinearAttentionLayer) {
 // leave every node after the ones it reads from.
 TEST(GatedDeltaNet, Fp16StatesFuseAndTheGraphStaysSorted) {
   BuildOptions fp16_state;
-  fp16_state.state_dtype = "fp16";
+  fp16_state.state_dtype = FloatType::Fp16;
   onnx::ModelProto model;
   EXPECT_EQ(rewrite_built_model(fp16_state, &model).gated_delta_net, 3);
   // The state Casts are inside the fused nodes: they read and write the fp16 graph values.
@@ -387,7 +387,7 @@ TEST(GatedDeltaNet, DuplicatedLayerIsNotFused) {
 
 TEST(GatedDeltaNet, OtherFormsOfTheLayerAreLeftToOrt) {
   BuildOptions decomposed;
-  decomposed.l2norm = "decomposed";
+  decomposed.l2norm = L2Norm::Decomposed;
   EXPECT_EQ(rewrite_built_model(decomposed).gated_delta_net, 0);
   EXPECT_EQ(rewrite_built_model(decomposed).causal_conv, 3);
   BuildOptions plain_norm;
@@ -403,7 +403,7 @@ TEST(GatedDeltaNet, RuntimeCountsTheFusedNodes) {
     build_model(*ckpt, BuildOptions{}, dir / "model");
   }
   auto fast = Model::load(dir / "model");
-  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
+  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = {.set = KernelSet::Ort}});
   EXPECT_EQ(fast->fast_kernel_nodes(), 4);  // 3 fused layers + the full-attention layer's GQA
   EXPECT_EQ(stock->fast_kernel_nodes(), 0);
 }
@@ -415,12 +415,12 @@ TEST(GatedDeltaNet, Fp16StateLogitsMatchStockOrt) {
   TempDir dir;
   {
     BuildOptions fp16_state;
-    fp16_state.state_dtype = "fp16";
+    fp16_state.state_dtype = FloatType::Fp16;
     auto ckpt = Checkpoint::open(test::golden_checkpoint());
     build_model(*ckpt, fp16_state, dir / "model");
   }
   auto fast = Model::load(dir / "model");
-  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = KernelSet::Ort});
+  auto stock = Model::load(dir / "model", RuntimeOptions{.kernels = {.set = KernelSet::Ort}});
   EXPECT_EQ(fast->fast_kernel_nodes(), 4);
   Generator a(*fast, 1, 64), b(*stock, 1, 64);
   const std::vector<int64_t> prompt = {3, 17, 100, 5, 42, 7, 250, 9, 11, 64, 128, 2};

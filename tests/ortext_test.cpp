@@ -289,20 +289,6 @@ TEST(OrtextFastSession, BiasAndBatchedShapes) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.02) << i;
 }
 
-TEST(OrtextFastSession, EnvironmentSwitchGivesStockOrt) {
-  std::mt19937 rng(7);
-  TempDir dir;
-  RandomWeights w(20, 64, 32, false, rng);
-  const fs::path path = write_model(matmul_nbits_model({{w.view()}}, 4), dir / "m.onnx");
-  ::setenv("DELTAGEN_KERNELS", "ort", 1);
-  RewriteSummary summary;
-  summary.rewritten = 99;
-  Ort::Session s = create_session_with_fast_kernels(ort_env(), path, session_options(1), &summary);
-  ::unsetenv("DELTAGEN_KERNELS");
-  EXPECT_EQ(summary.rewritten, 0);
-  EXPECT_TRUE(fast_kernels_enabled_by_environment());
-}
-
 // ---- the whole model: golden checkpoint built to int4, fast vs stock kernels ----
 
 struct Forward {
@@ -374,7 +360,7 @@ int64_t argmax_last(const std::vector<float>& logits, int64_t vocab) {
 TEST(OrtextFullModel, Int4GoldenModelOnFastKernelsAgreesWithStockOrt) {
   TempDir dir;
   BuildOptions opts;
-  opts.precision = "int4";
+  opts.precision = Precision::Int4;
   opts.block_size = 16;  // the golden model's K=64 holds only two 32-blocks
   opts.show_progress = false;
   auto ckpt = Checkpoint::open(test::golden_checkpoint());

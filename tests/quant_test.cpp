@@ -342,7 +342,7 @@ TEST(QuantOrt, QuantizedModelEqualsFp32ModelOfDequantizedCheckpoint) {
         BlockFormat f{bits, 32, symmetric};
         fs::path fake = dequantized_checkpoint(source, tmp / "dequantized", f);
         BuildOptions quantized;
-        quantized.precision = bits == 4 ? "int4" : "int8";
+        quantized.precision = bits == 4 ? Precision::Int4 : Precision::Int8;
         quantized.asymmetric = !symmetric;
         quantized.accuracy_level = 0;
         build_model(*Checkpoint::open(source), quantized, tmp / "q");

@@ -71,7 +71,7 @@ TEST(RmsNorm, GoldenModelFoldsEveryNormInFrontOfAProjection) {
   {
     auto ckpt = Checkpoint::open(test::golden_checkpoint());
     BuildOptions options;
-    options.precision = "int4";
+    options.precision = Precision::Int4;
     options.block_size = 16;
     build_model(*ckpt, options, dir / "model");
   }

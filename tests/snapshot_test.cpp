@@ -118,7 +118,7 @@ TEST(Snapshot, FileRoundTripInAnotherConversation) {
 std::string golden_snapshot_bytes() {
   Conversation c(golden_engine());
   c.generate(std::vector<int64_t>{5, 17, 300}, sampled(3));
-  const auto bytes = serialize_snapshot(c.snapshot().data().state);
+  const auto bytes = serialize_snapshot(detail::Access::state(c.snapshot()));
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 

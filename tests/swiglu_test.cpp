@@ -54,7 +54,7 @@ class SwigluGolden : public ::testing::Test {
     dir_ = new TempDir;
     auto ckpt = Checkpoint::open(test::golden_checkpoint());
     BuildOptions options;
-    options.precision = "int4";
+    options.precision = Precision::Int4;
     options.block_size = 16;
     build_model(*ckpt, options, *dir_ / "model");
   }
@@ -82,7 +82,7 @@ TEST_F(SwigluGolden, EveryMlpIsFolded) {
 
 TEST_F(SwigluGolden, FusedLogitsMatchThePerOpKernels) {
   auto fused = Model::load(*dir_ / "model");
-  auto per_op = Model::load(*dir_ / "model", RuntimeOptions{.kernels = KernelSet::DeltagenOps});
+  auto per_op = Model::load(*dir_ / "model", RuntimeOptions{.kernels = {.set = KernelSet::DeltagenOps}});
   Generator a(*fused, 1, 64), b(*per_op, 1, 64);
   std::vector<int64_t> prompt = {3, 17, 100, 5, 42, 7, 250, 9, 11, 64, 128, 2};
   auto check = [](const Logits& x, const Logits& y, const std::string& what) {

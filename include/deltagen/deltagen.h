@@ -32,6 +32,9 @@
 namespace deltagen {
 
 class Tokenizer;
+namespace detail {
+struct Access;  // the library's own way to the objects' insides (not part of the API)
+}
 
 struct EngineOptions {
   int threads = 0;  // ONNX Runtime intra-op threads; 0 = its default (one per core)
@@ -40,12 +43,8 @@ struct EngineOptions {
   int64_t max_length = 0;
   // tokenizer.json or its folder; empty = the model folder's, when it has one.
   std::filesystem::path tokenizer;
-  // deltagen's int4 MatMulNBits kernels (AVX2 / AVX-512 VNNI / AMX) for
-  // nodes with accuracy_level 4 and its causal conv; false = ONNX Runtime's own kernels.
-  bool fast_kernels = true;
-  // With fast_kernels: each linear-attention layer's conv ... GatedRMSNorm
-  // chain runs as one fused deltagen kernel, each MLP's SwiGLU inside its down_proj.
-  bool fused_layers = true;
+  // deltagen's kernels and fusions (the default), or ONNX Runtime's own.
+  KernelOptions kernels;
 };
 
 // A loaded model (and, lazily, its tokenizer). Share it between conversations.
@@ -72,10 +71,9 @@ class Engine {
   std::vector<int64_t> encode(std::string_view text) const;  // special tokens in the text are recognized
   std::string decode(std::span<const int64_t> ids) const;
 
-  struct Impl;
-  Impl& impl() const { return *impl_; }
-
  private:
+  friend struct detail::Access;
+  struct Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -103,11 +101,11 @@ class Snapshot {
   // a model is checked by Conversation::restore.
   static Snapshot load(const std::filesystem::path& file);
 
-  struct Data;
-  const Data& data() const;
-  explicit Snapshot(std::shared_ptr<const Data> data);
-
  private:
+  friend struct detail::Access;
+  struct Data;
+  explicit Snapshot(std::shared_ptr<const Data> data);
+  const Data& data() const;  // throws Error when empty
   std::shared_ptr<const Data> data_;
 };
 

@@ -69,6 +69,34 @@ struct GenerationResult {
   double generation_tokens_per_second() const { return decode_seconds > 0 ? double(decode_steps) / decode_seconds : 0; }
 };
 
+// ---- kernels ---------------------------------------------------------------------
+
+// Which kernels run a model. The model file stays stock ONNX Runtime's:
+// deltagen's kernels are custom ops swapped in when the session is created.
+enum class KernelSet {
+  Ort,          // ONNX Runtime's own
+  DeltagenOps,  // deltagen's int4 MatMulNBits (accuracy level 4), causal conv and attention, op for op
+  Deltagen,     // those, plus the fusions: each linear-attention layer's conv ... GatedRMSNorm
+                // chain as one kernel, each MLP's SwiGLU inside its down_proj, the RMSNorms
+                // inside the projections they feed (the default)
+};
+const char* kernel_set_name(KernelSet set);  // "ort", "deltagen-ops", "deltagen"
+
+// Every kernel switch in one place (the CLI's --kernels, --max-isa). Two
+// environment variables override them for a whole process, to try a program
+// without changing it: DELTAGEN_KERNELS=ort (set = Ort) and
+// DELTAGEN_KERNEL_ISA=scalar|avx2|avx512|amx (a cap, like max_isa).
+struct KernelOptions {
+  KernelSet set = KernelSet::Deltagen;
+  // The widest instruction set the int4 matmuls use: scalar, avx2, avx512 or
+  // amx; "" = the best this CPU has. A cap, never an upgrade.
+  std::string max_isa;
+  int64_t amx_min_rows = 0;    // prompt rows from which int4 matmuls take the AMX path; 0 = the kernels' default
+  bool compact_scales = true;  // fp16 block scales where that is lossless enough (less to read per token)
+  bool huge_pages = true;      // packed weights on transparent huge pages
+  std::string prefetch;        // the decode GEMV's prefetch, "l1:BYTES" or "l2:BYTES"; "" = l2:8192
+};
+
 // ---- chat ------------------------------------------------------------------------
 
 // A function call the model made, as OpenAI's API shows it.

@@ -154,7 +154,7 @@ ChatReply Chat::Impl::run_turn(const GenerationOptions& options, const StreamCal
       // A template may refuse a history without a user message: nothing to count then.
     }
     std::shared_ptr<const StateSnapshot> kept = cache.find(std::span(prompt).first(prompt.size() - 1));
-    if (kept) conversation.restore(Snapshot(std::make_shared<const Snapshot::Data>(Snapshot::Data{*kept, "chat"})));
+    if (kept) conversation.restore(detail::Access::snapshot(*kept, "chat"));
     else conversation.reset();
     reply.reprefilled_tokens = std::max<int64_t>(0, old_end - conversation.length());
   }
@@ -165,7 +165,7 @@ ChatReply Chat::Impl::run_turn(const GenerationOptions& options, const StreamCal
     prefill_only.max_new_tokens = 0;
     const std::span<const int64_t> part = std::span(base).subspan(size_t(conversation.length()));
     add_prefill(reply, conversation.generate(part, prefill_only));
-    cache.insert(std::make_shared<const StateSnapshot>(conversation.snapshot().data().state));
+    cache.insert(std::make_shared<const StateSnapshot>(detail::Access::state(conversation.snapshot())));
   }
   const std::span<const int64_t> rest = std::span(prompt).subspan(size_t(conversation.length()));
   GenerationResult generated = conversation.generate(rest, o, on_text);

@@ -142,18 +142,6 @@ std::string GraphBuilder::initializer(Initializer init) {
   return initializers_.back().name;
 }
 
-std::string GraphBuilder::initializer_f32(const std::string& name, const std::vector<int64_t>& dims,
-                                          std::vector<float> values) {
-  if (int64_t(values.size()) != numel_of(dims))
-    throw std::logic_error("graph: initializer '" + name + "' has the wrong number of values");
-  Initializer init;
-  init.name = name;
-  init.dtype = kFloat;
-  init.dims = dims;
-  init.produce = [values = std::move(values)]() mutable { return WeightBuffer(std::move(values)); };
-  return initializer(std::move(init));
-}
-
 std::string GraphBuilder::constant(const std::string& key, onnx::TensorProto value) {
   auto it = constants_.find(key);
   if (it != constants_.end()) return it->second;

@@ -99,8 +99,6 @@ class GraphBuilder {
   // Adds a weight; returns its name (the tensor name nodes refer to). A
   // copy, not a reference: the weight list grows with every call.
   std::string initializer(Initializer init);
-  // A small fp32 weight computed at build time.
-  std::string initializer_f32(const std::string& name, const std::vector<int64_t>& dims, std::vector<float> values);
 
   // Deduplicated Constant nodes ("/model/constants/INT64/1D/0,0,4,16"):
   // asking twice for the same value returns the same tensor.

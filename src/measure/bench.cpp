@@ -35,7 +35,7 @@ namespace {
 // One loaded model with its generator and prompt, ready to run.
 class Bench {
  public:
-  Bench(const fs::path& dir, std::string label, KernelSet kernels, const SessionConfig& session_config,
+  Bench(const fs::path& dir, std::string label, const KernelOptions& kernels, const SessionConfig& session_config,
         const BenchOptions& o)
       : options_(o) {
     info_.label = std::move(label);
@@ -46,7 +46,7 @@ class Bench {
     model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels,
                                              .session_config = session_config});
     info_.kernels = model_->fast_kernel_nodes() == 0       ? "ort"
-                    : kernels == KernelSet::DeltagenOps ? "deltagen-ops"
+                    : kernels.set == KernelSet::DeltagenOps ? "deltagen-ops"
                                                         : "deltagen";
     const int64_t vocab = model_->vocab_size();
     const int64_t context = model_->config().context_length;
@@ -172,7 +172,7 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
   for (size_t i = 0; i < dirs.size(); ++i) {
     progress.show("loading " + dirs[i].string(), true);
     std::string label = model_label(dirs[i]);
-    label += kernel_set_label(options.kernels[i]);
+    label += kernel_set_label(options.kernels[i].set);
     for (const auto& [key, value] : options.session_config[i]) label += " [" + key + "=" + value + "]";
     benches.push_back(std::make_unique<Bench>(dirs[i], label, options.kernels[i], options.session_config[i], options));
   }

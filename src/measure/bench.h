@@ -35,6 +35,7 @@
 #include "measure/graph_facts.h"
 #include "measure/meters.h"
 #include "measure/stats.h"
+#include "runtime/kernel_options.h"
 
 namespace deltagen::measure {
 
@@ -52,7 +53,7 @@ struct BenchOptions {
   bool progress = false;         // progress lines on stderr (the CLI sets it only for a terminal)
   // Per model (A, then B with --vs): which kernels run it. `bench --model X
   // --vs X --kernels ort` pairs the stock kernels against deltagen's on one file.
-  KernelSet kernels[2] = {KernelSet::Deltagen, KernelSet::Deltagen};
+  KernelOptions kernels[2];
   // Per model: extra session config entries (RuntimeOptions::session_config),
   // so one file can be paired against itself with one kernel switch flipped.
   SessionConfig session_config[2];

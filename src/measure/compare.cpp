@@ -40,7 +40,7 @@ class OnnxSource : public LogitSource {
  public:
   OnnxSource(const fs::path& dir, int threads, int64_t max_length, KernelSet kernels)
       : name_(model_label(dir) + kernel_set_label(kernels)) {
-    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .kernels = kernels});
+    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .kernels = {.set = kernels}});
     const int64_t context = model_->config().context_length;
     if (context > 0 && max_length > context)
       fail(dir.string(), "needs " + std::to_string(max_length) + " tokens of context, the model serves " +

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "runtime/kernel_set.h"
+#include "deltagen/options.h"
 
 namespace onnx {
 class ModelProto;

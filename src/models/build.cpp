@@ -108,13 +108,36 @@ std::function<void(int64_t, int64_t)> progress_printer(bool enabled) {
 
 }  // namespace
 
-BuildOptions normalized_build_options(BuildOptions opts) {
-  if (opts.exact_l2norm_eps) {
-    if (opts.l2norm != "lpnorm" && opts.l2norm != "lpnorm-eps")
-      fail("--exact-l2norm-eps", "contradicts --l2norm " + opts.l2norm);
-    opts.l2norm = "lpnorm-eps";
-    opts.exact_l2norm_eps = false;
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Fp16: return "fp16";
+    case Precision::Bf16: return "bf16";
+    case Precision::Int4: return "int4";
+    case Precision::Int8: return "int8";
   }
+  return "?";
+}
+
+const char* float_type_name(FloatType type) {
+  switch (type) {
+    case FloatType::Fp32: return "fp32";
+    case FloatType::Fp16: return "fp16";
+    case FloatType::Bf16: return "bf16";
+  }
+  return "?";
+}
+
+const char* l2norm_name(L2Norm form) {
+  switch (form) {
+    case L2Norm::LpNorm: return "lpnorm";
+    case L2Norm::LpNormEps: return "lpnorm-eps";
+    case L2Norm::Decomposed: return "decomposed";
+  }
+  return "?";
+}
+
+BuildOptions normalized_build_options(BuildOptions opts) {
   validate_build_options(opts);
   return opts;
 }
@@ -125,9 +148,6 @@ constexpr int64_t kMaxContextLength = int64_t(1) << 20;
 
 void validate_build_options(const BuildOptions& opts) {
   plan_precision(opts);
-  if (opts.exact_l2norm_eps && opts.l2norm == "decomposed") fail("--exact-l2norm-eps", "contradicts --l2norm decomposed");
-  if (opts.l2norm != "lpnorm" && opts.l2norm != "lpnorm-eps" && opts.l2norm != "decomposed")
-    fail("--l2norm", "unknown form '" + opts.l2norm + "' (expected lpnorm, lpnorm-eps or decomposed)");
   if (opts.prune_lm_head && opts.exclude_lm_head)
     fail("--prune-lm-head", "has no lm_head to prune with --exclude-lm-head");
   if (opts.context_length < 0)

@@ -4,29 +4,49 @@
 // its comment; docs/graph-optimizations.md measures what each one changes.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace deltagen {
+
+// Weight storage: float, or block-quantized (com.microsoft.MatMulNBits).
+enum class Precision { Fp32, Fp16, Bf16, Int4, Int8 };
+// The float dtype of activations or of the linear-attention state.
+enum class FloatType { Fp32, Fp16, Bf16 };
+// How the Gated DeltaNet q/k L2 norm is written in the graph.
+enum class L2Norm {
+  LpNorm,      // one LpNormalization (x / |x|, upstream since #2127)
+  LpNormEps,   // HF's x / sqrt(|x|^2 + 1e-6) exactly, as LpNormalization over x
+               // padded with sqrt(1e-6) (Pad + LpNormalization + Slice)
+  Decomposed,  // Mul, ReduceSum, Add(1e-6), Sqrt, Reciprocal, Mul (upstream before #2127)
+};
+
+// The CLI's spellings: "fp32", "int4", "lpnorm-eps", ... (parsing them is the
+// CLI's job: tools/build_args.h).
+const char* precision_name(Precision precision);
+const char* float_type_name(FloatType type);
+const char* l2norm_name(L2Norm form);
+inline bool is_quantized(Precision p) { return p == Precision::Int4 || p == Precision::Int8; }
 
 struct BuildOptions {
   // ---- precision ------------------------------------------------------------------
   // --precision: weight storage. fp32 | fp16 | bf16 store float weights;
   // int4 | int8 block-quantize every projection (com.microsoft.MatMulNBits).
-  std::string precision = "fp32";
-  // --activations: dtype of activations, KV cache and logits. "" = the
+  Precision precision = Precision::Fp32;
+  // --activations: dtype of activations, KV cache and logits. None = the
   // precision's own (fp32 for int4/int8, like upstream's CPU builds); only
   // quantized builds may choose (int4 + fp16 = upstream's q4f16 graph).
-  std::string activations;
+  std::optional<FloatType> activations;
   // --state-dtype: linear-attention conv + recurrent state. HF keeps it fp32;
-  // upstream uses the activation dtype. fp32 | fp16 | bf16.
-  std::string state_dtype = "fp32";
+  // upstream uses the activation dtype.
+  FloatType state_dtype = FloatType::Fp32;
   // --block-size, --asymmetric, --accuracy-level: MatMulNBits settings.
   int64_t block_size = 32;
   bool asymmetric = false;   // false: symmetric, no zero points (ORT's default quantizer)
   int64_t accuracy_level = 4;  // 4 = int8 activations in the CPU kernel (fastest on CPU)
   // --keep-lm-head: lm_head (and a tied embedding) in another precision than
-  // the layers: fp32 | fp16 | bf16 | int8 | int4; "" = like the layers.
-  std::string lm_head_precision;
+  // the layers; none = like the layers.
+  std::optional<Precision> lm_head_precision;
   // --linear-attn-bits: 8 keeps every Gated DeltaNet projection in int8 in an
   // int4 build (upstream's k_quant_linear selector without its MLP part); 0 = like the layers.
   int64_t linear_attn_bits = 0;
@@ -45,15 +65,8 @@ struct BuildOptions {
   // --norm-upcast: Cast every RMSNorm input to fp32 and its outputs back, with
   // fp32 norm weights (upstream before #2101). No effect when activations are fp32.
   bool norm_upcast = false;
-  // --l2norm: Gated DeltaNet q/k L2 norm.
-  //   lpnorm      one LpNormalization (x / |x|, upstream since #2127)
-  //   lpnorm-eps  HF's x / sqrt(|x|^2 + 1e-6) exactly, as LpNormalization over x
-  //               padded with sqrt(1e-6) (Pad + LpNormalization + Slice)
-  //   decomposed  Mul, ReduceSum, Add(1e-6), Sqrt, Reciprocal, Mul (upstream before #2127)
-  std::string l2norm = "lpnorm";
-  // Deprecated spelling of l2norm = "lpnorm-eps" (--exact-l2norm-eps), kept
-  // while other tools still set it; build_model treats true as lpnorm-eps.
-  bool exact_l2norm_eps = false;
+  // --l2norm lpnorm|lpnorm-eps|decomposed: Gated DeltaNet q/k L2 norm.
+  L2Norm l2norm = L2Norm::LpNorm;
 
   // ---- further cuts (defaults) and their old forms ---------------------------------
   bool q_scale_mul = false;         // --q-scale-mul: separate Mul by 1/sqrt(dk) instead of LinearAttention's scale
@@ -85,8 +98,7 @@ struct BuildOptions {
 // callers can reject them before touching any file.
 void validate_build_options(const BuildOptions& opts);
 
-// The options with deprecated fields folded into their replacements
-// (exact_l2norm_eps -> l2norm = "lpnorm-eps"); validates.
+// The options as build_model uses them (validated).
 BuildOptions normalized_build_options(BuildOptions opts);
 
 }  // namespace deltagen

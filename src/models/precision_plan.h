@@ -1,4 +1,4 @@
-// BuildOptions' precision strings resolved into what each part of the graph
+// BuildOptions' precisions resolved into what each part of the graph
 // stores and computes in.
 #pragma once
 #include <cstdint>
@@ -25,11 +25,6 @@ struct PrecisionPlan {
   WeightFormat lm_head;      // and a tied embedding
   int64_t accuracy_level = 4;
 };
-
-// "fp32" | "fp16" | "bf16" -> float / float16 / bfloat16; throws Error naming `flag`.
-graph::DataType parse_float_dtype(const std::string& text, const std::string& flag);
-// "fp32" for float, etc. (the CLI spelling).
-std::string float_dtype_label(graph::DataType dtype);
 
 // Validates the precision options and resolves them; throws Error.
 PrecisionPlan plan_precision(const BuildOptions& opts);

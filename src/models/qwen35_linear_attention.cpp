@@ -85,9 +85,9 @@ std::string Graph::l2_norm_heads(const std::string& path, const std::string& x) 
   std::string x4 = reshape(path + "/Reshape_in", x, {0, 0, nk, dk});  // [B, S, nk, dk]
   const auto lp = std::vector{attr("axis", -1), attr("p", 2)};
   std::string n;
-  if (opts_.l2norm == "decomposed") {
+  if (opts_.l2norm == L2Norm::Decomposed) {
     n = l2_norm_decomposed(path, x4);
-  } else if (opts_.l2norm == "lpnorm-eps") {
+  } else if (opts_.l2norm == L2Norm::LpNormEps) {
     // |[x, sqrt(eps)]| = sqrt(|x|^2 + eps): HF's l2norm eps, exactly.
     std::string padded = op("Pad", path + "/Pad",
                             {x4, b_.constant_i64({0, 1}), b_.constant_f32_scalar(std::sqrt(kL2NormEps)),

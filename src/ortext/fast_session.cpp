@@ -11,16 +11,10 @@
 namespace deltagen::ortext {
 namespace fs = std::filesystem;
 
-bool fast_kernels_enabled_by_environment() {
-  const char* v = std::getenv("DELTAGEN_KERNELS");
-  return !(v && std::string(v) == "ort");
-}
-
 Ort::Session create_session_with_fast_kernels(Ort::Env& env, const fs::path& model_onnx,
                                               const Ort::SessionOptions& options, rewrite::RewriteSummary* summary,
                                               const rewrite::RewriteOptions& rewrite_options) {
   if (summary) *summary = {};
-  if (!fast_kernels_enabled_by_environment()) return Ort::Session(env, model_onnx.c_str(), options);
 
   std::ifstream in(model_onnx, std::ios::binary);
   if (!in) fail(model_onnx.string(), "cannot open");

@@ -7,8 +7,8 @@
 // (model_rewrite.h) and handed to ORT as bytes, with the session option
 // session.model_external_initializers_file_folder_path pointing at the model's
 // folder so model.onnx.data is still found (and memory-mapped) as usual.
-// Nothing to rewrite, or DELTAGEN_KERNELS=ort in the environment: a stock
-// session straight from the file.
+// Nothing to rewrite: a stock session straight from the file. (Whether to
+// call this at all is the runtime's choice: runtime/kernel_options.h.)
 #pragma once
 #include <filesystem>
 
@@ -17,9 +17,6 @@
 #include "rewrite/model_rewrite.h"
 
 namespace deltagen::ortext {
-
-// True unless DELTAGEN_KERNELS=ort is set (read at every call).
-bool fast_kernels_enabled_by_environment();
 
 // `options` is copied, not modified (do not register the deltagen domain on it
 // yourself). `summary`, when given, says what was rewritten. Throws

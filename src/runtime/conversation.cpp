@@ -35,7 +35,7 @@ Snapshot Snapshot::load(const std::filesystem::path& file) {
 
 struct Conversation::Impl {
   Impl(std::shared_ptr<Engine> e, int64_t max_length)
-      : engine(std::move(e)), generator(*engine->impl().model, 1, resolve_max_length(*engine, max_length)) {}
+      : engine(std::move(e)), generator(*detail::Access::engine(*engine).model, 1, resolve_max_length(*engine, max_length)) {}
 
   // tokens = what the state has run + the pending tokens.
   void refresh_tokens() {
@@ -75,7 +75,7 @@ GenerationResult Conversation::generate(std::span<const int64_t> prompt, const G
   const int64_t length_before = c.generator.state().length(0);
   GenerationResult result;
   try {
-    result = generate_rows(c.generator, feeds, options, c.engine->impl().tokenizer_for(options), callback).at(0);
+    result = generate_rows(c.generator, feeds, options, detail::Access::engine(*c.engine).tokenizer_for(options), callback).at(0);
   } catch (...) {
     // Requests are checked before anything runs; a failure after that reset the state.
     if (c.generator.state().length(0) != length_before) c.pending.clear();
@@ -97,16 +97,14 @@ GenerationResult Conversation::generate(std::string_view prompt, const Generatio
 
 Snapshot Conversation::snapshot() const {
   const Impl& c = *impl_;
-  auto data = std::make_shared<Snapshot::Data>();
-  data->state = capture_row(c.generator.state(), 0, c.generator.vocab(), c.pending);
-  return Snapshot(std::move(data));
+  return detail::Access::snapshot(capture_row(c.generator.state(), 0, c.generator.vocab(), c.pending));
 }
 
 void Conversation::restore(const Snapshot& snapshot) {
   Impl& c = *impl_;
-  const Snapshot::Data& data = snapshot.data();
-  restore_row(c.generator.state(), 0, c.generator.vocab(), data.state, data.origin);
-  const auto pending = data.state.pending();
+  const StateSnapshot& state = detail::Access::state(snapshot);
+  restore_row(c.generator.state(), 0, c.generator.vocab(), state, detail::Access::origin(snapshot));
+  const auto pending = state.pending();
   c.pending.assign(pending.begin(), pending.end());
   c.refresh_tokens();
 }

@@ -52,10 +52,7 @@ Engine::~Engine() = default;
 std::shared_ptr<Engine> Engine::load(const fs::path& model_dir, const EngineOptions& options) {
   if (options.threads < 0) fail("threads", "must not be negative");
   auto impl = std::make_unique<Impl>();
-  impl->model = Model::load(model_dir, RuntimeOptions{.intra_op_threads = options.threads,
-                                                          .kernels = !options.fast_kernels   ? KernelSet::Ort
-                                                                     : options.fused_layers ? KernelSet::Deltagen
-                                                                                            : KernelSet::DeltagenOps});
+  impl->model = Model::load(model_dir, RuntimeOptions{.intra_op_threads = options.threads, .kernels = options.kernels});
   const int64_t context = impl->model->config().context_length;
   if (options.max_length < 0) fail("max length", "must not be negative");
   if (options.max_length > 0 && context > 0 && options.max_length > context)
@@ -87,8 +84,8 @@ std::vector<GenerationResult> generate_batch(Engine& engine, std::span<const std
                                              const GenerationOptions& options, int64_t max_length,
                                              const BatchStreamCallback& on_text) {
   if (prompts.empty()) fail("generate", "no prompts");
-  Generator generator(*engine.impl().model, int64_t(prompts.size()), resolve_max_length(engine, max_length));
-  const Tokenizer* tokenizer = engine.impl().tokenizer_for(options);
+  Generator generator(*detail::Access::engine(engine).model, int64_t(prompts.size()), resolve_max_length(engine, max_length));
+  const Tokenizer* tokenizer = detail::Access::engine(engine).tokenizer_for(options);
   TokenCallback callback;
   if (on_text) callback = [&](int64_t row, int64_t token, std::string_view text) { return on_text(row, text, token); };
   return generate_rows(generator, prompts, options, tokenizer, callback);

@@ -33,6 +33,16 @@ struct Snapshot::Data {
   std::string origin = "snapshot";  // names it in errors: the file it came from
 };
 
+// How the library's own files reach the insides of the public objects.
+struct detail::Access {
+  static const Engine::Impl& engine(const Engine& engine) { return *engine.impl_; }
+  static const StateSnapshot& state(const Snapshot& snapshot) { return snapshot.data().state; }
+  static const std::string& origin(const Snapshot& snapshot) { return snapshot.data().origin; }
+  static Snapshot snapshot(StateSnapshot state, std::string origin = "snapshot") {
+    return Snapshot(std::make_shared<const Snapshot::Data>(Snapshot::Data{std::move(state), std::move(origin)}));
+  }
+};
+
 // max_length for a state: `requested`, or the engine's default when 0.
 int64_t resolve_max_length(const Engine& engine, int64_t requested);
 

@@ -204,6 +204,9 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   // grows by one column every step, so the cache would grow with every token.
   session_options.DisableMemPattern();
   if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
+  const KernelOptions kernels = resolved_kernel_options(options.kernels);
+  for (const auto& [key, value] : kernel_session_config(kernels))
+    session_options.AddConfigEntry(key.c_str(), value.c_str());
   for (const auto& [key, value] : options.session_config) session_options.AddConfigEntry(key.c_str(), value.c_str());
   // DELTAGEN_ORT_PROFILE=PREFIX writes ONNX Runtime's per-node profile
   // (PREFIX_<date>.json, Chrome trace events: "Node" events carry args.op_name
@@ -212,14 +215,14 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     session_options.EnableProfiling(prefix);
 
   try {
-    if (options.kernels == KernelSet::Ort) {
+    if (kernels.set == KernelSet::Ort) {
       Ort::Session session(ort_env(), model_path.c_str(), session_options);
       return std::unique_ptr<Model>(new Model(dir, std::move(config), std::move(session)));
     }
     rewrite::RewriteSummary rewritten;
     Ort::Session session =
         ortext::create_session_with_fast_kernels(ort_env(), model_path, session_options, &rewritten,
-                                                 {.fusions = options.kernels == KernelSet::Deltagen});
+                                                 {.fusions = kernels.set == KernelSet::Deltagen});
     std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
     model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
     return model;

@@ -21,7 +21,7 @@
 #include <onnxruntime_cxx_api.h>
 
 #include "runtime/genai_config.h"
-#include "runtime/kernel_set.h"
+#include "runtime/kernel_options.h"
 
 namespace deltagen {
 
@@ -59,9 +59,9 @@ ModelIo describe_model_io(const Ort::Session& session);
 
 struct RuntimeOptions {
   int intra_op_threads = 0;  // 0 = ONNX Runtime's default (one per physical core)
-  KernelSet kernels = KernelSet::Deltagen;
-  // Extra session config entries (key, value), e.g. the kernels' switches in
-  // ortext/deltagen_ops.h; `bench --session-config` A/B-tests them.
+  KernelOptions kernels;  // resolved at load (resolved_kernel_options)
+  // More session config entries (key, value), added after the kernels' own:
+  // any ONNX Runtime setting; `bench --session-config` A/B-tests them.
   SessionConfig session_config;
 };
 

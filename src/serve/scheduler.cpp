@@ -262,7 +262,7 @@ Scheduler::Scheduler(std::shared_ptr<Engine> engine, SchedulerOptions options)
   if (options_.cache) cache_ = std::make_unique<PrefixCache>(options_.cache_options);
   stats_.steps_by_rows.assign(size_t(options_.parallel + 1), 0);
   stats_.seconds_by_rows.assign(size_t(options_.parallel + 1), 0.0);
-  const Engine::Impl& impl = engine_->impl();
+  const auto& impl = detail::Access::engine(*engine_);
   worker_ = std::make_unique<Worker>(*this, *impl.model, options_.parallel,
                                      resolve_max_length(*engine_, options_.max_length), impl.tokenizer_or_null());
   thread_ = std::thread([this] { run(); });
@@ -273,7 +273,7 @@ Scheduler::~Scheduler() { stop(); }
 int64_t Scheduler::max_length() const { return resolve_max_length(*engine_, options_.max_length); }
 
 std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
-  const Model& model = *engine_->impl().model;
+  const Model& model = *detail::Access::engine(*engine_).model;
   if (request.prompt.empty()) fail("prompt", "is empty");
   check_token_ids(model, request.prompt);
   const int64_t limit = max_length();
@@ -312,7 +312,7 @@ std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
 
 void Scheduler::warm_cache(const Snapshot& snapshot) {
   if (!cache_) fail("--load-state", "the prompt cache is off");
-  const StateSnapshot& state = snapshot.data().state;
+  const StateSnapshot& state = detail::Access::state(snapshot);
   // Cached states hold no pending token: drop it (it will be fed again with the prompt).
   auto copy = std::make_shared<StateSnapshot>(state);
   copy->tokens.resize(size_t(copy->length));

@@ -142,4 +142,11 @@ KernelSet get_kernels_flag(Args& args, const std::string& flag) {
   fail("--" + flag, "expected deltagen, deltagen-ops or ort, not '" + v + "'");
 }
 
+KernelOptions get_kernel_flags(Args& args) {
+  KernelOptions k;
+  k.set = get_kernels_flag(args, "kernels");
+  k.max_isa = args.get_or("max-isa", "");
+  return k;
+}
+
 }  // namespace deltagen

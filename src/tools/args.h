@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/kernel_set.h"
+#include "deltagen/options.h"
+#include "runtime/kernel_options.h"
 
 namespace deltagen {
 
@@ -47,6 +48,8 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& what)
 // fused linear-attention layer swapped into ONNX Runtime), "deltagen-ops"
 // (the per-op kernels only), "ort" (ORT's own); else Error.
 KernelSet get_kernels_flag(Args& args, const std::string& flag);
+// --kernels and --max-isa as KernelOptions (checked when the model loads).
+KernelOptions get_kernel_flags(Args& args);
 
 // --session-config-style flag: "KEY=VALUE[,KEY=VALUE...]" (ONNX Runtime session
 // config entries); empty when the flag is absent, Error when malformed.

@@ -32,8 +32,8 @@ int cmd_bench(int argc, char** argv) {
   o.max_foreign_pct = args.get_double("max-foreign", o.max_foreign_pct);
   o.rerun_noisy = args.get_int("rerun-noisy", o.rerun_noisy);
   o.mem_bandwidth_gbps = args.get_double("mem-bandwidth", o.mem_bandwidth_gbps);
-  o.kernels[0] = get_kernels_flag(args, "kernels");
-  o.kernels[1] = get_kernels_flag(args, "vs-kernels");
+  o.kernels[0].set = get_kernels_flag(args, "kernels");
+  o.kernels[1].set = get_kernels_flag(args, "vs-kernels");
   o.session_config[0] = get_session_config_flag(args, "session-config");
   o.session_config[1] = get_session_config_flag(args, "vs-session-config");
   const bool as_json = args.flag("json"), as_markdown = args.flag("markdown");

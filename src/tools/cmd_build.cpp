@@ -9,7 +9,7 @@
 //               --no-rotary-in-attention   --no-fuse-projections   --no-linear-attention-gate
 //               --no-gated-rmsnorm
 //   opt-in      --conv-channels-last (conv_state becomes [B, K-1, C])
-//   other       --context-length N   --threads N   (--exact-l2norm-eps = --l2norm lpnorm-eps, deprecated)
+//   other       --context-length N   --threads N
 // Each flag sets one BuildOptions field (models/build_options.h).
 #include <chrono>
 #include <cstdio>
@@ -27,20 +27,42 @@ const std::set<std::string>& build_switches() {
   static const std::set<std::string> switches = {
       "asymmetric",          "exclude-embeds",           "exclude-lm-head",  "prune-lm-head",
       "norm-upcast",         "q-scale-mul",              "conv-channels-last", "no-rotary-in-attention",
-      "no-fuse-projections", "no-linear-attention-gate", "no-gated-rmsnorm", "exact-l2norm-eps",
+      "no-fuse-projections", "no-linear-attention-gate", "no-gated-rmsnorm",
   };
   return switches;
 }
 
+namespace {
+
+Precision parse_precision(const std::string& text, const std::string& flag) {
+  for (Precision p : {Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::Int4, Precision::Int8})
+    if (text == precision_name(p)) return p;
+  fail("--" + flag, "unknown precision '" + text + "' (supported: fp32, fp16, bf16, int4, int8)");
+}
+
+FloatType parse_float_type(const std::string& text, const std::string& flag) {
+  for (FloatType t : {FloatType::Fp32, FloatType::Fp16, FloatType::Bf16})
+    if (text == float_type_name(t)) return t;
+  fail("--" + flag, "unknown precision '" + text + "' (expected fp32, fp16 or bf16)");
+}
+
+L2Norm parse_l2norm(const std::string& text) {
+  for (L2Norm f : {L2Norm::LpNorm, L2Norm::LpNormEps, L2Norm::Decomposed})
+    if (text == l2norm_name(f)) return f;
+  fail("--l2norm", "unknown form '" + text + "' (expected lpnorm, lpnorm-eps or decomposed)");
+}
+
+}  // namespace
+
 BuildOptions build_options_from_args(Args& args) {
   BuildOptions o;
-  o.precision = args.get_or("precision", o.precision);
-  o.activations = args.get_or("activations", o.activations);
-  o.state_dtype = args.get_or("state-dtype", o.state_dtype);
+  if (auto v = args.get("precision")) o.precision = parse_precision(*v, "precision");
+  if (auto v = args.get("activations")) o.activations = parse_float_type(*v, "activations");
+  if (auto v = args.get("state-dtype")) o.state_dtype = parse_float_type(*v, "state-dtype");
   o.block_size = args.get_int("block-size", o.block_size);
   o.asymmetric = args.flag("asymmetric");
   o.accuracy_level = args.get_int("accuracy-level", o.accuracy_level);
-  o.lm_head_precision = args.get_or("keep-lm-head", o.lm_head_precision);
+  if (auto v = args.get("keep-lm-head")) o.lm_head_precision = parse_precision(*v, "keep-lm-head");
   o.linear_attn_bits = args.get_int("linear-attn-bits", o.linear_attn_bits);
   const std::string gather = args.get_or("embedding-gather", "quantized");
   if (gather != "quantized" && gather != "float")
@@ -52,8 +74,7 @@ BuildOptions build_options_from_args(Args& args) {
   o.prune_lm_head = args.flag("prune-lm-head");
 
   o.norm_upcast = args.flag("norm-upcast");
-  o.l2norm = args.get_or("l2norm", o.l2norm);
-  o.exact_l2norm_eps = args.flag("exact-l2norm-eps");  // deprecated: --l2norm lpnorm-eps
+  if (auto v = args.get("l2norm")) o.l2norm = parse_l2norm(*v);
   o.q_scale_mul = args.flag("q-scale-mul");
   o.conv_channels_last = args.flag("conv-channels-last");
   o.rotary_in_attention = !args.flag("no-rotary-in-attention");
@@ -80,7 +101,7 @@ int cmd_build(int argc, char** argv) {
   BuildReport r = build_model(*ckpt, opts, out_dir);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s: model.onnx (%lld nodes, %.1f MB of %s weights%s), genai_config.json, context %lld, %.1f s\n",
-              out_dir.c_str(), (long long)r.node_count, double(r.weight_bytes) / 1e6, opts.precision.c_str(),
+              out_dir.c_str(), (long long)r.node_count, double(r.weight_bytes) / 1e6, precision_name(opts.precision),
               r.external_data ? " in model.onnx.data" : "", (long long)r.context_length, seconds);
   return 0;
 }

@@ -42,9 +42,7 @@ EngineOptions parse_engine_flags(Args& args) {
   e.max_length = args.get_int("max-length", 0);
   if (e.max_length < 0) fail("--max-length", "must be a positive number of tokens");
   e.tokenizer = args.get_or("tokenizer", "");
-  const KernelSet kernels = get_kernels_flag(args, "kernels");
-  e.fast_kernels = kernels != KernelSet::Ort;
-  e.fused_layers = kernels == KernelSet::Deltagen;
+  e.kernels = get_kernel_flags(args);
   return e;
 }
 

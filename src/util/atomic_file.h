@@ -17,7 +17,6 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
 
   std::ofstream& stream() { return out_; }
-  const std::filesystem::path& temp_path() const { return temp_; }
   void commit();  // flush, check the stream, rename over the target; throws Error
 
  private:
