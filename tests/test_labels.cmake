@@ -46,6 +46,7 @@ set(deltagen_label_rules
   "^CliBadInput\\.BadModelFolder"                        "cli,golden"
   "^CpuKernels\\.ComputeDtype"                           "unit"
   "^FuzzRegressions\\.(EmptyStateSnapshot|SnapshotWithUnknownElementType)" "golden"
+  "^KernelOptions\\.TheSetDecides"                       "golden"
   "^GatedDeltaNet\\.(KernelMatches|ThreadsGive|Fp16StatesAreTheFp32Kernel|FuzzFound)" "unit"
   "^Limits\\.(BuildContextLength|GenerateMaxNewTokens)"  "cli,golden"
   "^Limits\\.(Config|CheckpointWithAbsurd|GeneratorMaxLength)" "golden"
