@@ -117,6 +117,10 @@ class StepRunner {
     last_shape_ = outputs[0].GetTensorTypeAndShapeInfo().GetShape();
     for (size_t i = 1; i < outputs.size(); ++i) {
       const std::string& name = output_names_[i];
+      if (name.rfind("present.", 0) != 0) {  // hidden_states.N of a --layer-outputs build
+        others_.insert_or_assign(name, to_f32(outputs[i]));
+        continue;
+      }
       past_.insert_or_assign("past_key_values." + name.substr(std::string("present.").size()),
                              std::move(outputs[i]));
     }
@@ -142,6 +146,8 @@ class StepRunner {
     return past_.at(past_name).GetTensorTypeAndShapeInfo().GetShape();
   }
   const std::vector<int64_t>& last_output_shape() const { return last_shape_; }
+  // An output other than the first and the present states, from the last step.
+  const std::vector<float>& output(const std::string& name) const { return others_.at(name); }
 
  private:
   static Ort::SessionOptions options() {
@@ -163,6 +169,7 @@ class StepRunner {
   Ort::Session session_;
   std::vector<std::string> input_names_, output_names_;
   std::map<std::string, Ort::Value> past_;
+  std::map<std::string, std::vector<float>> others_;
   ONNXTensorElementDataType embeds_dtype_ = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   std::vector<int64_t> last_shape_;
   int64_t position_ = 0;

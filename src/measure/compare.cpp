@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "reference/qwen35_reference.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
+#include "runtime/tensor.h"
 #include "synth/synth.h"
 #include "deltagen/error.h"
 
@@ -38,7 +40,7 @@ namespace {
 
 class OnnxSource : public LogitSource {
  public:
-  OnnxSource(const fs::path& dir, int threads, int64_t max_length, KernelSet kernels)
+  OnnxSource(const fs::path& dir, int threads, int64_t max_length, KernelSet kernels, bool layers)
       : name_(model_label(dir) + kernel_set_label(kernels)) {
     model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .kernels = {.set = kernels}});
     const int64_t context = model_->config().context_length;
@@ -46,6 +48,7 @@ class OnnxSource : public LogitSource {
       fail(dir.string(), "needs " + std::to_string(max_length) + " tokens of context, the model serves " +
                              std::to_string(context) + " (lower --context / --greedy-tokens or rebuild)");
     generator_ = std::make_unique<Generator>(*model_, 1, max_length);
+    if (layers) keep_layers(dir);
   }
   std::string name() const override { return name_; }
   int64_t vocab() const override { return model_->vocab_size(); }
@@ -54,6 +57,14 @@ class OnnxSource : public LogitSource {
   void feed(std::span<const int64_t> ids, std::vector<double>& logits) override {
     Logits l = generator_->forward(ids, true);
     logits.assign(l.data.begin(), l.data.end());
+    if (!layers_) return;
+    for (size_t k = 0; k < layers_->streams.size(); ++k) {
+      const std::vector<float> h = tensor_to_f32(generator_->fetched(k));
+      if (int64_t(h.size()) != int64_t(ids.size()) * layers_->hidden_size)
+        fail(model_->io().layer_outputs[k], "has " + std::to_string(h.size()) + " values for " +
+                                                std::to_string(ids.size()) + " tokens");
+      layers_->streams[k].assign(h.begin(), h.end());
+    }
   }
   std::vector<int64_t> greedy(std::span<const int64_t> prompt, int64_t new_tokens) override {
     generator_->reset();
@@ -61,45 +72,81 @@ class OnnxSource : public LogitSource {
     o.max_new_tokens = new_tokens;
     return generate_greedy(*generator_, prompt, o).generated_ids;
   }
+  const LayerStates* layers() const override { return layers_ ? &*layers_ : nullptr; }
 
  private:
+  // Fetches hidden_states.0..N on every run; the layer types come from which
+  // state each layer carries.
+  void keep_layers(const fs::path& dir) {
+    const ModelIo& io = model_->io();
+    if (io.layer_outputs.empty())
+      fail(dir.string(), "built without --layer-outputs (it has no hidden_states.N outputs); rebuild it with --layer-outputs");
+    generator_->fetch_outputs(io.layer_outputs);
+    layers_.emplace();
+    const std::vector<int64_t> full = io.full_attention_layers();
+    for (int64_t i = 0; i + 1 < int64_t(io.layer_outputs.size()); ++i)
+      layers_->layer_types.push_back(std::count(full.begin(), full.end(), i) ? "full_attention" : "linear_attention");
+    layers_->streams.resize(io.layer_outputs.size());
+    Ort::TypeInfo type = model_->session().GetOutputTypeInfo(output_index(io.layer_outputs[0]));
+    layers_->hidden_size = type.GetTensorTypeAndShapeInfo().GetShape().back();
+    if (layers_->hidden_size <= 0) fail(dir.string(), "hidden_states.0 has no static hidden size");
+  }
+  size_t output_index(const std::string& name) const {
+    const auto names = model_->session().GetOutputNames();
+    return size_t(std::find(names.begin(), names.end(), name) - names.begin());
+  }
+
   std::string name_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Generator> generator_;
+  std::optional<LayerStates> layers_;
 };
 
 class ReferenceSource : public LogitSource {
  public:
-  explicit ReferenceSource(const fs::path& dir)
-      : name_("reference:" + model_label(dir)), ckpt_(Checkpoint::open(dir)), model_(*ckpt_), state_(model_.new_state()) {}
+  ReferenceSource(const fs::path& dir, bool layers)
+      : name_("reference:" + model_label(dir)), ckpt_(Checkpoint::open(dir)), model_(*ckpt_), state_(model_.new_state()) {
+    if (!layers) return;
+    const ModelConfig& c = model_.config();
+    layers_.emplace();
+    layers_->hidden_size = c.hidden_size;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      layers_->layer_types.push_back(c.is_full(i) ? "full_attention" : "linear_attention");
+  }
   std::string name() const override { return name_; }
   int64_t vocab() const override { return model_.config().vocab_size; }
   int64_t context_length() const override { return model_.config().max_position_embeddings; }
   void reset() override { state_ = model_.new_state(); }
   void feed(std::span<const int64_t> ids, std::vector<double>& logits) override {
-    Matrix64 m = model_.forward(std::vector<int64_t>(ids.begin(), ids.end()), state_);
+    ReferenceTrace trace;
+    Matrix64 m = model_.forward(std::vector<int64_t>(ids.begin(), ids.end()), state_, layers_ ? &trace : nullptr);
     logits = std::move(m.data);
+    if (!layers_) return;
+    layers_->streams.clear();
+    for (Matrix64& h : trace.hidden) layers_->streams.push_back(std::move(h.data));
   }
   std::vector<int64_t> greedy(std::span<const int64_t> prompt, int64_t new_tokens) override {
     return reference_greedy(model_, std::vector<int64_t>(prompt.begin(), prompt.end()), new_tokens).generated;
   }
+  const LayerStates* layers() const override { return layers_ ? &*layers_ : nullptr; }
 
  private:
   std::string name_;
   std::unique_ptr<Checkpoint> ckpt_;
   ReferenceModel model_;
   ReferenceState state_;
+  std::optional<LayerStates> layers_;
 };
 
 }  // namespace
 
 std::unique_ptr<LogitSource> onnx_source(const fs::path& model_dir, int threads, int64_t max_length,
-                                         KernelSet kernels) {
-  return std::make_unique<OnnxSource>(model_dir, threads, max_length, kernels);
+                                         KernelSet kernels, bool layers) {
+  return std::make_unique<OnnxSource>(model_dir, threads, max_length, kernels, layers);
 }
 
-std::unique_ptr<LogitSource> reference_source(const fs::path& checkpoint_dir) {
-  return std::make_unique<ReferenceSource>(checkpoint_dir);
+std::unique_ptr<LogitSource> reference_source(const fs::path& checkpoint_dir, bool layers) {
+  return std::make_unique<ReferenceSource>(checkpoint_dir, layers);
 }
 
 // ---- metrics --------------------------------------------------------------------------

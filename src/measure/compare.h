@@ -39,6 +39,15 @@ struct CompareOptions {
 
 void validate(const CompareOptions& o);
 
+// The residual stream of a model between its layers (`compare --layers`).
+struct LayerStates {
+  int64_t hidden_size = 0;
+  std::vector<std::string> layer_types;  // per decoder layer: "linear_attention" | "full_attention"
+  // Of the last feed(): [N + 1] x [ids * hidden_size]; 0 = the embeddings,
+  // k = after layer k - 1 (N: before the final norm).
+  std::vector<std::vector<double>> streams;
+};
+
 // Something that produces next-token logits: an ONNX model through the
 // runtime, or the float64 reference.
 class LogitSource {
@@ -53,14 +62,18 @@ class LogitSource {
   virtual void feed(std::span<const int64_t> ids, std::vector<double>& logits) = 0;
   // Greedy continuation of `prompt` from an empty state (argmax, lowest id on ties).
   virtual std::vector<int64_t> greedy(std::span<const int64_t> prompt, int64_t new_tokens) = 0;
+  // The residual stream of the last feed() when the source was made with
+  // `layers` (else nullptr).
+  virtual const LayerStates* layers() const { return nullptr; }
 };
 
 // `max_length`: the longest sequence the source will be fed at once (window or
 // greedy prompt + continuation).
-// kernels: which kernels run the model (runtime/session.h).
+// kernels: which kernels run the model (runtime/session.h). `layers`: keep
+// the residual stream too (an ONNX model needs a --layer-outputs build; Error otherwise).
 std::unique_ptr<LogitSource> onnx_source(const std::filesystem::path& model_dir, int threads, int64_t max_length,
-                                         KernelSet kernels = KernelSet::Deltagen);
-std::unique_ptr<LogitSource> reference_source(const std::filesystem::path& checkpoint_dir);
+                                         KernelSet kernels = KernelSet::Deltagen, bool layers = false);
+std::unique_ptr<LogitSource> reference_source(const std::filesystem::path& checkpoint_dir, bool layers = false);
 
 // Per-position comparison of two logit rows, accumulated over a corpus.
 class FidelityAccumulator {

@@ -60,6 +60,11 @@ struct BuildOptions {
   bool exclude_embeds = false;   // --exclude-embeds: input inputs_embeds [B,S,H] instead of input_ids
   bool exclude_lm_head = false;  // --exclude-lm-head: output hidden_states [B,S,H] instead of logits
   bool prune_lm_head = false;    // --prune-lm-head: logits of the last position only, [B,1,V]
+  // --layer-outputs: also output the residual stream between layers,
+  // hidden_states.0 .. hidden_states.N [B,S,H] (0 = the embeddings, k = after
+  // layer k - 1, N before the final norm), for `deltagen compare --layers`.
+  // The logits do not change; the generation loop does not fetch them.
+  bool layer_outputs = false;
 
   // ---- the two upstream optimizations (defaults) and their old forms --------------
   // --norm-upcast: Cast every RMSNorm input to fp32 and its outputs back, with

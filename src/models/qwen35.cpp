@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "models/qwen35_graph.h"
 #include "deltagen/error.h"
@@ -38,6 +39,7 @@ void Graph::build() {
 
   std::string x = embed_tokens();
   std::string residual = x;
+  std::vector<std::string> streams = {x};  // the residual stream entering each layer, then after the last
   const std::string norm0 = layer_path(0) + "/input_layernorm/LayerNorm";
   std::string normed = rms_norm(norm0, x, ckpt_layer(0) + "input_layernorm.weight", norm0, ValueMap::PlusOne);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
@@ -52,8 +54,9 @@ void Graph::build() {
       normed = next_normed;
       residual = next_sum;
     } else {
-      normed = final_norm(mlp_out, residual);
+      std::tie(normed, residual) = final_norm(mlp_out, residual);
     }
+    streams.push_back(residual);
   }
   if (!opts_.exclude_lm_head) lm_head(normed);
 
@@ -75,6 +78,19 @@ void Graph::build() {
       b_.output(io::present_recurrent_state(i), plan_.state,
                 {kBatch, cfg_.linear_num_value_heads, cfg_.linear_key_head_dim, cfg_.linear_value_head_dim});
     }
+  }
+  if (opts_.layer_outputs) layer_outputs(streams);
+}
+
+// Identity nodes give the sums graph-output names without renaming them, so
+// every node that reads a sum (and every load-time fusion, which keeps a value
+// a graph output reads) sees the same graph as without the option.
+void Graph::layer_outputs(const std::vector<std::string>& streams) {
+  for (size_t k = 0; k < streams.size(); ++k) {
+    const std::string name = io::layer_hidden_states(int64_t(k));
+    const DataType dt = dtype_of(streams[k]);
+    node("Identity", "/model/" + name + "/Identity", {streams[k]}, {}, "", {dt}, {name});
+    b_.output(name, dt, {kBatch, kSeq, cfg_.hidden_size});
   }
 }
 
@@ -185,9 +201,11 @@ std::string Graph::embed_tokens() {
   return op("Gather", p + "/Gather", {embed_table_, io::kInputIds}, dt);  // [B, S, H]
 }
 
-std::string Graph::final_norm(const std::string& x, const std::string& residual) {
+// (normed, the sum before the norm); the sum only with --layer-outputs, which outputs it.
+std::pair<std::string, std::string> Graph::final_norm(const std::string& x, const std::string& residual) {
   const std::string name = layer_path(cfg_.num_hidden_layers) + "/final_norm_layernorm/SkipLayerNorm";
-  return skip_norm(name, x, residual, "norm.weight", false, opts_.exclude_lm_head ? io::kHiddenStates : "").first;
+  return skip_norm(name, x, residual, "norm.weight", opts_.layer_outputs,
+                   opts_.exclude_lm_head ? io::kHiddenStates : "");
 }
 
 void Graph::lm_head(const std::string& normed) {

@@ -19,6 +19,10 @@ inline const std::string kAttentionMask = "attention_mask";
 inline const std::string kPositionIds = "position_ids";
 inline const std::string kLogits = "logits";
 inline const std::string kHiddenStates = "hidden_states";  // instead of logits with --exclude-lm-head
+// --layer-outputs: the residual stream entering layer k (k = 0: the embeddings;
+// k = N: after the last layer, before the final norm), numbered as HF's
+// output_hidden_states (whose last entry is after the final norm instead).
+inline std::string layer_hidden_states(int64_t k) { return "hidden_states." + std::to_string(k); }
 inline std::string past_key(int64_t n) { return "past_key_values." + std::to_string(n) + ".key"; }
 inline std::string past_value(int64_t n) { return "past_key_values." + std::to_string(n) + ".value"; }
 inline std::string past_conv_state(int64_t n) { return "past_key_values." + std::to_string(n) + ".conv_state"; }

@@ -100,7 +100,8 @@ class Graph {
   void attention_mask_to_gqa_inputs();
   void rotary_caches(DataType dtype);
   std::string embed_tokens();
-  std::string final_norm(const std::string& x, const std::string& residual);
+  std::pair<std::string, std::string> final_norm(const std::string& x, const std::string& residual);
+  void layer_outputs(const std::vector<std::string>& streams);  // --layer-outputs
   void lm_head(const std::string& x);
   bool tied() const;
   bool quantized_embedding() const;

@@ -88,6 +88,15 @@ void Generator::bind_inputs(Ort::IoBinding& binding, int64_t batch, int64_t seq,
   if (io.has_position_ids) binding.BindInput("position_ids", view(positions_, {batch, seq}));
 }
 
+void Generator::fetch_outputs(std::vector<std::string> names) {
+  if (ran_ || !fetch_names_.empty()) fail("runtime", "fetch_outputs() must be called once, before the first run");
+  const auto outputs = model_.session().GetOutputNames();
+  for (const auto& name : names)
+    if (std::find(outputs.begin(), outputs.end(), name) == outputs.end())
+      fail("model", "has no output " + name);
+  fetch_names_ = std::move(names);
+}
+
 LogitsView Generator::run(Ort::IoBinding& binding, int64_t batch, int64_t rows, bool last_row_only) {
   if (model_.io().logits_last_position_only) {
     if (!last_row_only && rows > 1)
@@ -96,11 +105,15 @@ LogitsView Generator::run(Ort::IoBinding& binding, int64_t batch, int64_t rows, 
     rows = 1;
   }
   binding.BindOutput("logits", logits_view(batch, rows));
+  // ONNX Runtime allocates these (their shapes vary); binding a name again replaces it.
+  for (const auto& name : fetch_names_) binding.BindOutput(name.c_str(), cpu_);
+  ran_ = true;
   try {
     model_.session().Run(run_options_, binding);
   } catch (const Ort::Exception& e) {
     fail("model run", ort_error_line(e));
   }
+  if (!fetch_names_.empty()) collect_fetched(binding);
   // Only batch-1 runs have several rows, so "the last row" is one contiguous row.
   const int64_t first_row = last_row_only ? rows - 1 : 0;
   const int64_t out_rows = rows - first_row;
@@ -118,6 +131,17 @@ LogitsView Generator::run(Ort::IoBinding& binding, int64_t batch, int64_t rows, 
     }
     default:
       fail("model output logits", "unsupported element type " + element_type_name(model_.io().logits_dtype));
+  }
+}
+
+void Generator::collect_fetched(Ort::IoBinding& binding) {
+  const std::vector<std::string> bound = binding.GetOutputNames();
+  std::vector<Ort::Value> values = binding.GetOutputValues();
+  fetched_.clear();
+  for (const auto& name : fetch_names_) {
+    auto it = std::find(bound.begin(), bound.end(), name);
+    if (it == bound.end()) fail("model run", "output " + name + " was not fetched");
+    fetched_.push_back(std::move(values[size_t(it - bound.begin())]));
   }
 }
 

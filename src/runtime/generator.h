@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <onnxruntime_cxx_api.h>
@@ -68,6 +69,15 @@ class Generator {
   // when seq == 1 (and batch > 1), else every row through run_row.
   Logits forward(std::span<const int64_t> ids, bool all_positions);
 
+  // Extra graph outputs to fetch on every later run (e.g. a --layer-outputs
+  // build's ModelIo::layer_outputs), in ONNX Runtime's memory: fetched(i) is
+  // names[i] of the last run, valid until the next one. Call once, before the
+  // first run: the bindings keep them from then on. Throws Error for a name
+  // the model does not output.
+  void fetch_outputs(std::vector<std::string> names);
+  const Ort::Value& fetched(size_t i) const { return fetched_.at(i); }
+  size_t fetched_count() const { return fetched_.size(); }
+
   void reset() { state_.reset(); }
   const HybridState& state() const { return state_; }
   HybridState& state() { return state_; }
@@ -83,6 +93,7 @@ class Generator {
   Ort::Value logits_view(int64_t batch, int64_t rows);
   void bind_inputs(Ort::IoBinding& binding, int64_t batch, int64_t seq, int64_t width);
   LogitsView run(Ort::IoBinding& binding, int64_t batch, int64_t rows, bool last_row_only);
+  void collect_fetched(Ort::IoBinding& binding);
 
   Model& model_;
   int64_t vocab_;
@@ -96,6 +107,9 @@ class Generator {
   std::vector<int64_t> ids_, mask_, positions_;
   std::vector<std::byte> logits_raw_;  // the model's logits dtype
   std::vector<float> logits_f32_;      // the rows handed out, when the model's logits are not fp32
+  std::vector<std::string> fetch_names_;  // fetch_outputs()
+  std::vector<Ort::Value> fetched_;       // ... their values from the last run
+  bool ran_ = false;
 };
 
 // ---- the one-sequence greedy loop (kept for the golden and round-trip tests) ----

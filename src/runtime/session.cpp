@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -38,6 +39,18 @@ std::optional<std::pair<int64_t, CacheKind>> parse_past_name(const std::string& 
   auto kind = kind_from_suffix(name.substr(dot + 1));
   if (!kind) return std::nullopt;
   return std::make_pair(layer, *kind);
+}
+
+// "hidden_states.7" -> 7; nullopt for other names (also for the plain hidden_states of --exclude-lm-head).
+std::optional<int64_t> parse_layer_output_name(const std::string& name) {
+  const std::string prefix = "hidden_states.";
+  if (name.rfind(prefix, 0) != 0) return std::nullopt;
+  int64_t k = -1;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + name.size();
+  auto [p, ec] = std::from_chars(first, last, k);
+  if (ec != std::errc() || p != last || first == last || k < 0) return std::nullopt;
+  return k;
 }
 
 struct TensorDecl {
@@ -157,6 +170,21 @@ ModelIo describe_model_io(const Ort::Session& session) {
     has_logits = true;
   }
   if (!has_logits) fail("model", "has no logits output");
+  // Layer outputs: every index from 0 up, each [B, S, hidden] in a float type.
+  std::map<int64_t, std::string> layer_outputs;
+  for (size_t i = 0; i < output_names.size(); ++i) {
+    auto k = parse_layer_output_name(output_names[i]);
+    if (!k) continue;
+    const TensorDecl decl = output_decl(session, i);
+    if (decl.shape.size() != 3) fail("model output " + output_names[i], "expected shape [batch, sequence, hidden]");
+    float_element_size(decl.dtype);  // throws for a non-float output
+    layer_outputs[*k] = output_names[i];
+  }
+  for (const auto& [k, name] : layer_outputs) {
+    if (k != int64_t(io.layer_outputs.size()))
+      fail("model output " + name, "hidden_states." + std::to_string(io.layer_outputs.size()) + " is missing");
+    io.layer_outputs.push_back(name);
+  }
   for (const auto& c : io.caches)
     if (!outputs.count(c.output_name)) fail("model", "input " + c.input_name + " has no matching output " + c.output_name);
 

@@ -8,7 +8,9 @@
 //             past_key_values.N.key / .value           [B, kv_heads, past, head_dim]   (full attention)
 //           or past_key_values.N.conv_state            [B, conv_dim, K-1]              (linear attention)
 //              past_key_values.N.recurrent_state       [B, v_heads, d_k, d_v]
-//   outputs logits [B,S,vocab] and present.N.<same suffix> for every past input.
+//   outputs logits [B,S,vocab] and present.N.<same suffix> for every past input;
+//           optionally hidden_states.0 .. hidden_states.L [B,S,hidden] (a
+//           --layer-outputs build), fetched only when asked (Generator::fetch_outputs).
 // Which layers carry which state is discovered from the input names, never
 // assumed from the layer index.
 #pragma once
@@ -47,6 +49,8 @@ struct ModelIo {
   // the last position's row exists.
   bool logits_last_position_only = false;
   std::vector<CacheSpec> caches;  // ordered by layer, then key/value/conv/recurrent
+  // hidden_states.0 .. hidden_states.L in order (a --layer-outputs build), else empty.
+  std::vector<std::string> layer_outputs;
 
   std::vector<int64_t> full_attention_layers() const;  // layers with a KV cache
   std::vector<int64_t> linear_attention_layers() const;  // layers with conv + recurrent state

@@ -5,6 +5,7 @@
 //   quantized   --block-size 16..256 (32)   --asymmetric   --accuracy-level 0..4 (4)
 //               --linear-attn-bits 8   --embedding-gather quantized|float
 //   graph I/O   --exclude-embeds   --exclude-lm-head   --prune-lm-head
+//               --layer-outputs (hidden_states.0..N: the residual stream between layers)
 //   old forms   --norm-upcast   --l2norm lpnorm|lpnorm-eps|decomposed   --q-scale-mul
 //               --no-rotary-in-attention   --no-fuse-projections   --no-linear-attention-gate
 //               --no-gated-rmsnorm
@@ -27,7 +28,7 @@ const std::set<std::string>& build_switches() {
   static const std::set<std::string> switches = {
       "asymmetric",          "exclude-embeds",           "exclude-lm-head",  "prune-lm-head",
       "norm-upcast",         "q-scale-mul",              "conv-channels-last", "no-rotary-in-attention",
-      "no-fuse-projections", "no-linear-attention-gate", "no-gated-rmsnorm",
+      "no-fuse-projections", "no-linear-attention-gate", "no-gated-rmsnorm", "layer-outputs",
   };
   return switches;
 }
@@ -72,6 +73,7 @@ BuildOptions build_options_from_args(Args& args) {
   o.exclude_embeds = args.flag("exclude-embeds");
   o.exclude_lm_head = args.flag("exclude-lm-head");
   o.prune_lm_head = args.flag("prune-lm-head");
+  o.layer_outputs = args.flag("layer-outputs");
 
   o.norm_upcast = args.flag("norm-upcast");
   if (auto v = args.get("l2norm")) o.l2norm = parse_l2norm(*v);

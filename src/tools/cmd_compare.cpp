@@ -3,6 +3,10 @@
 //                  [--context C] [--chunk K] [--greedy-prompt P] [--greedy-tokens G]
 //                  [--threads T] [--a-kernels deltagen|ort] [--b-kernels deltagen|ort]
 //                  [--json] [--json-out FILE]
+// deltagen compare --layers (--a DIR --b DIR | --reference CHECKPOINT --a DIR [--b DIR])
+//                  [--jump-factor 10] [--rel-threshold 0.5] [--noise-floor 1e-3]
+//                  [the corpus and run flags above but the greedy ones]
+//   (models built with --layer-outputs; measure/layer_compare.h)
 // deltagen compare --depth 24,36,48 --preset tiny|0.8b|... --build-a "FLAGS" --build-b "FLAGS"
 //                  [--synth-seed S] [--work-dir DIR] [--keep] [the corpus and run flags above]
 #include <unistd.h>
@@ -13,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "measure/compare.h"
+#include "measure/layer_compare.h"
 #include "tools/args.h"
 #include "tools/build_flags.h"
 #include "tools/commands.h"
@@ -40,10 +45,50 @@ fs::path tokenizer_dir(const std::vector<fs::path>& candidates) {
   return {};
 }
 
+struct LayerJob {
+  std::optional<std::string> a_dir, b_dir, reference;
+  KernelSet a_kernels = KernelSet::Deltagen, b_kernels = KernelSet::Deltagen;
+  measure::DivergenceRule rule;
+};
+
+// --layers: each model against the reference, or B against A.
+std::pair<nlohmann::json, std::string> compare_layers(const LayerJob& job, const measure::CompareOptions& o,
+                                                      const measure::CorpusSpec& corpus) {
+  if (job.reference && !job.a_dir && !job.b_dir)
+    fail("compare", "--layers --reference needs a model to compare: --a DIR (built with --layer-outputs)");
+  if (!job.reference && (!job.a_dir || !job.b_dir))
+    fail("compare", "--layers needs --a DIR and --b DIR (built with --layer-outputs), or --a DIR and --reference CHECKPOINT");
+  std::vector<std::unique_ptr<measure::LogitSource>> models;
+  if (job.a_dir) models.push_back(measure::onnx_source(*job.a_dir, o.threads, o.context, job.a_kernels, true));
+  if (job.b_dir) models.push_back(measure::onnx_source(*job.b_dir, o.threads, o.context, job.b_kernels, true));
+  std::string what;
+  const fs::path tok = tokenizer_dir({job.a_dir.value_or(""), job.b_dir.value_or(""), job.reference.value_or("")});
+  const std::vector<int64_t> ids = corpus.load(models[0]->vocab(), tok, &what);
+
+  std::vector<measure::LayerReport> reports;
+  if (job.reference) {
+    auto ref = measure::reference_source(*job.reference, true);
+    for (auto& m : models) {
+      reports.push_back(measure::compare_layers(*ref, *m, ids, o, job.rule));
+      reports.back().a_is_reference = true;
+    }
+  } else {
+    reports.push_back(measure::compare_layers(*models[0], *models[1], ids, o, job.rule));
+  }
+  nlohmann::json j = {{"layer_comparisons", nlohmann::json::array()}};
+  std::string text;
+  for (auto& r : reports) {
+    r.corpus = what;
+    j["layer_comparisons"].push_back(measure::to_json(r));
+    text += (text.empty() ? "" : "\n") + measure::to_markdown(r);
+  }
+  return {j, text};
+}
+
 }  // namespace
 
 int cmd_compare(int argc, char** argv) {
-  Args args(argc, argv, {"json", "keep"});
+  Args args(argc, argv, {"json", "keep", "layers"});
   measure::CompareOptions o;
   o.context = args.get_int("context", o.context);
   o.chunk = args.get_int("chunk", o.chunk);
@@ -76,10 +121,28 @@ int cmd_compare(int argc, char** argv) {
     study.work_dir = args.get_or("work-dir", "");
     study.keep = args.flag("keep");
   }
+  const bool layers = args.flag("layers");
+  LayerJob job{a_dir, b_dir, reference, a_fast, b_fast, {}};
+  job.rule.jump_factor = args.get_double("jump-factor", job.rule.jump_factor);
+  job.rule.rel_threshold = args.get_double("rel-threshold", job.rule.rel_threshold);
+  job.rule.noise_floor = args.get_double("noise-floor", job.rule.noise_floor);
+  for (const char* f : {"jump-factor", "rel-threshold", "noise-floor"})
+    if (!layers && args.has(f)) fail(std::string("--") + f, "only applies to --layers");
+  for (const char* f : {"greedy-prompt", "greedy-tokens"})
+    if (layers && args.has(f)) fail(std::string("--") + f, "does not apply to --layers (it compares no continuation)");
   args.finish();
   measure::validate(o);
+  if (layers) measure::validate(job.rule);
   if (!corpus.ids_file.empty() && !corpus.text_file.empty()) fail("compare", "give --ids-file or --corpus, not both");
   o.progress = ::isatty(STDERR_FILENO) != 0;
+
+  if (layers) {
+    if (depth) fail("--layers", "does not combine with --depth");
+    auto [j, text] = compare_layers(job, o, corpus);
+    write_json(json_out, j);
+    std::fputs((as_json ? j.dump(2) + "\n" : text).c_str(), stdout);
+    return 0;
+  }
 
   if (depth) {
     if (a_dir || b_dir || reference) fail("compare", "--depth builds its own models: no --a, --b or --reference");

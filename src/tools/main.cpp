@@ -24,7 +24,7 @@ const Command kCommands[] = {
     {"inspect", deltagen::cmd_inspect, "print node counts, I/O and weight bytes of a model"},
     {"tokenize", deltagen::cmd_tokenize, "encode text to token ids or decode ids to text"},
     {"bench", deltagen::cmd_bench, "measure prompt/generation speed (one model, or two alternately with --vs)"},
-    {"compare", deltagen::cmd_compare, "measure how far one model's logits are from another's or the reference"},
+    {"compare", deltagen::cmd_compare, "measure how far one model's logits (--layers: each layer's output) are from another's or the reference"},
     {"serve", deltagen::cmd_serve, "serve a model over an OpenAI-compatible HTTP API, with a web chat page"},
     {"bench-serve", deltagen::cmd_bench_serve, "measure the server: concurrent streams, a cached conversation, HTTP cost"},
 };
