@@ -47,6 +47,7 @@ set(deltagen_label_rules
   "^CpuKernels\\.ComputeDtype"                           "unit"
   "^FuzzRegressions\\.(EmptyStateSnapshot|SnapshotWithUnknownElementType)" "golden"
   "^KernelOptions\\.TheSetDecides"                       "golden"
+  "^LayerOutputs\\.CliBuild"                             "cli,golden"
   "^GatedDeltaNet\\.(KernelMatches|ThreadsGive|Fp16StatesAreTheFp32Kernel|FuzzFound)" "unit"
   "^Limits\\.(BuildContextLength|GenerateMaxNewTokens)"  "cli,golden"
   "^Limits\\.(Config|CheckpointWithAbsurd|GeneratorMaxLength)" "golden"
@@ -57,9 +58,9 @@ set(deltagen_label_rules
   "^(GenerateChatCli|GenerationConfig|ChatCli|GenerateCli|GenerateCliErrors|ReferenceCli|RuntimeCli|SnapshotCli)\\." "cli,golden"
   "^CliBadInput\\."                                      "cli"
   "^CompareCli\\.DepthStudy"                             "cli"
-  "^(BenchCli|CompareCli)\\."                            "cli,golden"
+  "^(BenchCli|CompareCli|LayerCompareCli)\\."            "cli,golden"
   "^BuilderPrecision\\."                                 "golden"
-  "^(Bench|GraphFacts|BuilderPrecisionGolden|Builder|Chat|Compare|GatedDeltaNet|OrtextFullModel|ReferenceGolden|RuntimeBatch|RuntimeGolden|Scheduler|Snapshot|SnapshotFile|SwigluGolden|Threads)\\." "golden"
+  "^(Bench|GraphFacts|BuilderPrecisionGolden|Builder|Chat|Compare|GatedDeltaNet|LayerCompare|LayerOutputs|OrtextFullModel|ReferenceGolden|RuntimeBatch|RuntimeGolden|Scheduler|Snapshot|SnapshotFile|SwigluGolden|Threads)\\." "golden"
   "^(BuilderGraph|CpuKernels|OrtextFastSession|QuantOrt|RoundTrip)\\." "model"
 )
 
