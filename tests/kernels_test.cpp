@@ -9,11 +9,11 @@
 #include <random>
 #include <vector>
 
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_nbits.h"
 #include "kernels/packed_weights.h"
-#include "kernels/reference.h"
+#include "kernels/matmul_nbits_reference.h"
 #include "kernels/thread_pool.h"
 
 namespace deltagen::kernels {

@@ -14,7 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "kernels/cpu_features.h"
-#include "kernels/reference.h"
+#include "kernels/matmul_nbits_reference.h"
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/fast_session.h"

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 #include "kernels/matmul_nbits.h"
 #include "kernels/packed_weights.h"
 

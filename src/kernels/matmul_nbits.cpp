@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 #include "kernels/kernel_impls.h"
 
 namespace deltagen::kernels {

@@ -1,4 +1,4 @@
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 
 #include <algorithm>
 #include <cmath>

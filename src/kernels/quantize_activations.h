@@ -35,7 +35,7 @@ void quantize_rows(const float* a, int64_t rows, int64_t k, int64_t lda, int blo
 namespace detail {
 // One block of n values: int8 values, their sum, the scale (max|a| / 127).
 void quantize_block_portable(const float* src, int64_t n, int8_t* dst, float* scale, int32_t* sum);
-// The AVX-512 block (activations_avx512.cpp): n a multiple of 16.
+// The AVX-512 block (quantize_activations_avx512.cpp): n a multiple of 16.
 void quantize_block_avx512(const float* src, int64_t n, int8_t* dst, float* scale, int32_t* sum);
 }  // namespace detail
 

@@ -1,4 +1,4 @@
-// quantize_block (activations.h) with AVX-512 (compiled with the AVX-512
+// quantize_block (quantize_activations.h) with AVX-512 (compiled with the AVX-512
 // flags, CMakeLists.txt; called only when cpu_features() says so): the same
 // bits as the portable block, 16 values per step.
 // GCC 12's AVX-512 intrinsic headers trip -Wmaybe-uninitialized on their own
@@ -6,7 +6,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 
 namespace deltagen::kernels::detail {
 
