@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/fast_exp.h"
+#include "kernels/vector_math.h"
 
 namespace deltagen::kernels {
 namespace {

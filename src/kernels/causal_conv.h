@@ -24,9 +24,4 @@ struct CausalConvShape {
 void causal_conv1d(const CausalConvShape& s, const float* x, const float* w, const float* bias, const float* past,
                    bool silu, float* y, float* present, const Parallel& parallel);
 
-// v <- v * sigmoid(v), in place (SSE2, a polynomial exp; relative error ~1e-7).
-void silu_inplace(float* v, int64_t n);
-// v <- v * sigmoid(g) (g may be v), the same arithmetic.
-void mul_sigmoid(float* v, const float* g, int64_t n);
-
 }  // namespace deltagen::kernels

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/causal_conv.h"
+#include "kernels/vector_math.h"
 
 namespace deltagen::kernels {
 
