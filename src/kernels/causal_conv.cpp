@@ -71,12 +71,17 @@ void prefill_range(const CausalConvShape& s, const float* x, const float* w, con
 
 }  // namespace
 
+const CausalConvKernels kCausalConvScalar{KernelLevel::Scalar, decode_range, prefill_range};
+const KernelFamily<CausalConvKernels> kCausalConvFamily{
+    "causal_conv", {&kCausalConvScalar, &kCausalConvScalar, &kCausalConvScalar, &kCausalConvScalar}};
+
 void causal_conv1d(const CausalConvShape& s, const float* x, const float* w, const float* bias, const float* past,
-                   bool silu, float* y, float* present, const Parallel& parallel) {
+                   bool silu, float* y, float* present, const Parallel& parallel, KernelLevel level) {
   if (s.batch <= 0 || s.channels <= 0 || s.kernel <= 0) return;
   const int64_t per_task = channels_per_task(s);
   const int64_t tasks_per_row = (s.channels + per_task - 1) / per_task;
-  auto body = s.length == 1 ? decode_range : prefill_range;
+  const CausalConvKernels& kernels = kCausalConvFamily.at(level);
+  const auto body = s.length == 1 ? kernels.decode : kernels.prefill;
   parallel.run(size_t(s.batch * tasks_per_row), [&](size_t i) {
     const int64_t b = int64_t(i) / tasks_per_row;
     const int64_t c0 = (int64_t(i) % tasks_per_row) * per_task;
