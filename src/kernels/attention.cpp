@@ -10,7 +10,7 @@ namespace deltagen::kernels {
 
 const AttentionKernels kAttentionScalar{KernelLevel::Scalar, attend_with_loops};
 const KernelFamily<AttentionKernels> kAttentionFamily{
-    "attention", {&kAttentionScalar, &kAttentionScalar, &kAttentionAvx512, &kAttentionAvx512}};
+    "attention", {&kAttentionScalar, &kAttentionAvx2, &kAttentionAvx512, &kAttentionAvx512}};
 
 void attention(const AttentionShape& s, float scale, const AttentionTensors& t, const Parallel& parallel,
                KernelLevel level) {

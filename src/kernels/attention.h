@@ -58,7 +58,8 @@ struct AttentionKernels {
   void (*attend)(const AttentionTask& task);
 };
 extern const AttentionKernels kAttentionScalar;  // attention.cpp (baseline x86-64)
+extern const AttentionKernels kAttentionAvx2;    // attention_avx2.cpp
 extern const AttentionKernels kAttentionAvx512;  // attention_avx512.cpp
-extern const KernelFamily<AttentionKernels> kAttentionFamily;  // AVX2: the scalar table; AMX: the AVX-512 one
+extern const KernelFamily<AttentionKernels> kAttentionFamily;  // AMX: the AVX-512 table
 
 }  // namespace deltagen::kernels

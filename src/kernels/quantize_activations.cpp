@@ -51,6 +51,6 @@ void quantize_row_portable(const float* src, int64_t k, int block_size, int8_t* 
 
 const QuantizeKernels kQuantizeScalar{KernelLevel::Scalar, quantize_row_portable};
 const KernelFamily<QuantizeKernels> kQuantizeFamily{
-    "quantize_activations", {&kQuantizeScalar, &kQuantizeScalar, &kQuantizeAvx512, &kQuantizeAvx512}};
+    "quantize_activations", {&kQuantizeScalar, &kQuantizeAvx2, &kQuantizeAvx512, &kQuantizeAvx512}};
 
 }  // namespace deltagen::kernels

@@ -39,8 +39,9 @@ struct QuantizeKernels {
   void (*row)(const float* src, int64_t k, int block_size, int8_t* dst, float* scales, int32_t* sums);
 };
 extern const QuantizeKernels kQuantizeScalar;  // quantize_activations.cpp
+extern const QuantizeKernels kQuantizeAvx2;    // quantize_activations_avx2.cpp
 extern const QuantizeKernels kQuantizeAvx512;  // quantize_activations_avx512.cpp
-extern const KernelFamily<QuantizeKernels> kQuantizeFamily;  // AVX2: the scalar table; AMX: the AVX-512 one
+extern const KernelFamily<QuantizeKernels> kQuantizeFamily;  // AMX: the AVX-512 table
 
 namespace detail {
 // One block of n values: int8 values, their sum, the scale (max|a| / 127).

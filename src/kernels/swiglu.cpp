@@ -20,7 +20,7 @@ void swiglu_rows_sse2(const float* x, int64_t rows, int64_t k, float* out) {
 }  // namespace
 
 const SwigluKernels kSwigluScalar{KernelLevel::Scalar, swiglu_rows_sse2};
-const KernelFamily<SwigluKernels> kSwigluFamily{"swiglu", {&kSwigluScalar, &kSwigluScalar, &kSwigluAvx512, &kSwigluAvx512}};
+const KernelFamily<SwigluKernels> kSwigluFamily{"swiglu", {&kSwigluScalar, &kSwigluAvx2, &kSwigluAvx512, &kSwigluAvx512}};
 
 void swiglu(const float* x, int64_t rows, int64_t k, float* out, KernelLevel level) {
   kSwigluFamily.at(level).rows(x, rows, k, out);

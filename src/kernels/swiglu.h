@@ -17,7 +17,8 @@ struct SwigluKernels {
   void (*rows)(const float* x, int64_t rows, int64_t k, float* out);
 };
 extern const SwigluKernels kSwigluScalar;  // swiglu.cpp (baseline x86-64, SSE2)
+extern const SwigluKernels kSwigluAvx2;    // swiglu_avx2.cpp
 extern const SwigluKernels kSwigluAvx512;  // swiglu_avx512.cpp
-extern const KernelFamily<SwigluKernels> kSwigluFamily;  // AVX2: the scalar table; AMX: the AVX-512 one
+extern const KernelFamily<SwigluKernels> kSwigluFamily;  // AMX: the AVX-512 table
 
 }  // namespace deltagen::kernels
