@@ -22,6 +22,7 @@
 #include "ortext/model_rewrite.h"
 #include "runtime/session.h"
 #include "test_util.h"
+#include "kernel_levels.h"
 
 namespace deltagen::ortext {
 namespace {
@@ -189,14 +190,14 @@ TEST(OrtextFastSession, MatchesOrtMatMulNBits) {
 
 // Every kernel family this CPU has, selected through the session config.
 TEST(OrtextFastSession, EveryKernelLevelThroughSessionConfig) {
+  const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2,
+                                     kernels::KernelLevel::Avx512, kernels::KernelLevel::Amx};
   std::mt19937 rng(3);
   TempDir dir;
   RandomWeights w(100, 200, 32, true, rng);
   const fs::path path = write_model(matmul_nbits_model({{w.view()}}, 4), dir / "m.onnx");
   Ort::Session stock(ort_env(), path.c_str(), session_options(1));
-  for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512,
-                     kernels::KernelLevel::Amx}) {
-    if (level > kernels::supported_level()) continue;
+  for (auto level : levels.runnable) {
     Ort::SessionOptions options = session_options(2);
     options.AddConfigEntry(kConfigMaxLevel, kernels::level_name(level));
     options.AddConfigEntry(kConfigAmxMinRows, "4");
@@ -207,6 +208,7 @@ TEST(OrtextFastSession, EveryKernelLevelThroughSessionConfig) {
           << kernels::level_name(level) << " m=" << m;
     }
   }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 // The memory and prefetch switches reach the kernel: every combination gives
