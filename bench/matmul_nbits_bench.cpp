@@ -40,7 +40,7 @@
 #include "kernels/thread_pool.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/fast_session.h"
-#include "ortext/matmul_nbits_model.h"
+#include "graph/matmul_nbits_model.h"
 #include "runtime/session.h"
 
 namespace {
@@ -244,13 +244,13 @@ void run_row(const Options& opt, int64_t k, int64_t n, int64_t m, const fs::path
   const double file_bytes = double(shape.file_bytes(false));
   const int64_t copies = m == 1 ? std::clamp<int64_t>(int64_t(std::ceil(opt.stream_mb * 1e6 / file_bytes)), 1, 2048) : 1;
   std::vector<WeightSet> weights;
-  std::vector<ortext::MatMulNBitsNode> nodes;
+  std::vector<graph::MatMulNBitsNode> nodes;
   for (int64_t i = 0; i < copies; ++i) weights.push_back(random_weights(k, n, opt.block_size, uint64_t(i + 1)));
   for (const auto& w : weights) nodes.push_back({w.view()});
   const fs::path model_path = tmp / "bench.onnx";
   {
     std::ofstream out(model_path, std::ios::binary);
-    ortext::matmul_nbits_model(nodes, 4).SerializeToOstream(&out);
+    graph::matmul_nbits_model(nodes, 4).SerializeToOstream(&out);
   }
   std::vector<float> a(size_t(m * k));
   XorShift rng{77};

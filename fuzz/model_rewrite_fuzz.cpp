@@ -1,4 +1,4 @@
-// Fuzzes the load-time rewrite (ortext/model_rewrite.h): the op moves and the
+// Fuzzes the load-time rewrite (rewrite/model_rewrite.h): the op moves and the
 // fusions, which walk producers, readers and constants of whatever graph
 // they are given. Every input that parses as an ONNX model is rewritten twice
 // (default options; every accuracy level taken).
@@ -14,8 +14,8 @@
 #include <onnx/onnx_pb.h>
 
 #include "fuzz_util.h"
-#include "ortext/deltagen_ops.h"
-#include "ortext/model_rewrite.h"
+#include "rewrite/deltagen_domain.h"
+#include "rewrite/model_rewrite.h"
 
 using namespace deltagen;
 
@@ -41,13 +41,13 @@ int undefined_values(const onnx::GraphProto& g) {
 std::pair<int64_t, int64_t> deltagen_nodes(const onnx::GraphProto& g) {
   std::pair<int64_t, int64_t> n{0, 0};
   for (const auto& node : g.node())
-    if (node.domain() == ortext::kDeltagenDomain) ++(node.op_type() == "GatedDeltaNet" ? n.first : n.second);
+    if (node.domain() == rewrite::kDeltagenDomain) ++(node.op_type() == "GatedDeltaNet" ? n.first : n.second);
   return n;
 }
 
-void check(const onnx::ModelProto& original, const ortext::RewriteOptions& options) {
+void check(const onnx::ModelProto& original, const rewrite::RewriteOptions& options) {
   onnx::ModelProto model = original;
-  const ortext::RewriteSummary s = ortext::use_deltagen_kernels(model, options);
+  const rewrite::RewriteSummary s = rewrite::use_deltagen_kernels(model, options);
   if (undefined_values(original.graph()) == 0 && undefined_values(model.graph()) != 0)
     fuzz::finding("the rewrite left a node input or graph output undefined");
   const auto before = deltagen_nodes(original.graph()), after = deltagen_nodes(model.graph());

@@ -19,7 +19,7 @@
 #include "kernels/attention.h"
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
-#include "ortext/model_rewrite.h"
+#include "rewrite/model_rewrite.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "synth/synth.h"
@@ -182,10 +182,10 @@ void build_rotary_inside_model(const TempDir& dir) {
 TEST(Attention, GatedFormFoldsIntoTheAttentionNode) {
   TempDir dir;
   build_rotary_inside_model(dir);
-  auto rewrite = [&](const ortext::RewriteOptions& options, onnx::ModelProto& model) {
+  auto rewrite = [&](const rewrite::RewriteOptions& options, onnx::ModelProto& model) {
     std::ifstream in(dir / "model" / "model.onnx", std::ios::binary);
     EXPECT_TRUE(model.ParseFromIstream(&in));
-    return ortext::use_deltagen_kernels(model, options);
+    return rewrite::use_deltagen_kernels(model, options);
   };
   onnx::ModelProto fused, per_op;
   EXPECT_EQ(rewrite({}, fused).gated_attention, 1);  // tiny: one full-attention layer

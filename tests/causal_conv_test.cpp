@@ -16,7 +16,7 @@
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/fast_session.h"
-#include "ortext/model_rewrite.h"
+#include "rewrite/model_rewrite.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -172,7 +172,7 @@ TEST(CausalConv, CustomOpMatchesOrtsKernel) {
       Ort::SessionOptions options;
       options.SetIntraOpNumThreads(2);
       Ort::Session stock(ort_env(), path.c_str(), options);
-      ortext::RewriteSummary summary;
+      rewrite::RewriteSummary summary;
       Ort::Session fast = ortext::create_session_with_fast_kernels(ort_env(), path, options, &summary);
       ASSERT_EQ(summary.causal_conv, 1);
       for (int64_t length : {1, 7}) {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
-#include "measure/build_flags.h"
+#include "tools/build_flags.h"
 #include "measure/compare.h"
 #include "measure/corpus.h"
 #include "models/build.h"
@@ -110,20 +110,20 @@ TEST(Corpus, IdsFilesAndPseudoRandomIds) {
 }
 
 TEST(BuildFlags, ParsesTheBuildCommandsFlags) {
-  BuildOptions o = measure::parse_build_flags("");
+  BuildOptions o = parse_build_flags("");
   EXPECT_EQ(o.precision, BuildOptions{}.precision);
   EXPECT_EQ(o.l2norm, BuildOptions{}.l2norm);
   EXPECT_FALSE(o.norm_upcast);
-  o = measure::parse_build_flags("  --l2norm decomposed --context-length 128 --precision fp16 --norm-upcast ");
+  o = parse_build_flags("  --l2norm decomposed --context-length 128 --precision fp16 --norm-upcast ");
   EXPECT_EQ(o.l2norm, "decomposed");
   EXPECT_TRUE(o.norm_upcast);
   EXPECT_EQ(o.precision, "fp16");
   EXPECT_EQ(o.context_length, 128);
-  EXPECT_EQ(measure::parse_build_flags("--exact-l2norm-eps").l2norm, "lpnorm-eps");  // normalized
-  EXPECT_THROW(measure::parse_build_flags("--l2norm nonsense"), Error);
-  EXPECT_THROW(measure::parse_build_flags("--bogus"), Error);
-  EXPECT_THROW(measure::parse_build_flags("--precision"), Error);
-  EXPECT_THROW(measure::parse_build_flags("--out somewhere"), Error);
+  EXPECT_EQ(parse_build_flags("--exact-l2norm-eps").l2norm, "lpnorm-eps");  // normalized
+  EXPECT_THROW(parse_build_flags("--l2norm nonsense"), Error);
+  EXPECT_THROW(parse_build_flags("--bogus"), Error);
+  EXPECT_THROW(parse_build_flags("--precision"), Error);
+  EXPECT_THROW(parse_build_flags("--out somewhere"), Error);
 }
 
 // ---- comparisons ------------------------------------------------------------------------

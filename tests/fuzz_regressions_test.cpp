@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/model_summary.h"
-#include "ortext/model_rewrite.h"
+#include "rewrite/model_rewrite.h"
 #include "runtime/genai_config.h"
 #include "runtime/generator.h"
 #include "runtime/snapshot.h"
@@ -146,11 +146,11 @@ TEST(FuzzRegressions, RewriteRefusesMatMulNBitsWithOverflowingDims) {
   scales->set_name("scales");
   scales->set_data_type(onnx::TensorProto_DataType_FLOAT);
   scales->add_dims(32);
-  ortext::RewriteSummary s = ortext::use_deltagen_kernels(model);
+  rewrite::RewriteSummary s = rewrite::use_deltagen_kernels(model);
   EXPECT_EQ(s.rewritten, 0);
   EXPECT_EQ(s.kept["B layout"], 1);
   node->mutable_attribute(3)->set_i(int64_t(1) << 62);  // N
-  s = ortext::use_deltagen_kernels(model);
+  s = rewrite::use_deltagen_kernels(model);
   EXPECT_EQ(s.kept["K or N out of range"], 1);
 }
 

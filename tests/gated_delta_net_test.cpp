@@ -18,7 +18,7 @@
 #include "kernels/gated_delta_net.h"
 #include "kernels/thread_pool.h"
 #include "models/build.h"
-#include "ortext/model_rewrite.h"
+#include "rewrite/model_rewrite.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "test_util.h"
@@ -283,7 +283,7 @@ TEST(GatedDeltaNet, Fp16StatesAreTheFp32KernelRoundedOncePerCall) {
   SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
-ortext::RewriteSummary rewrite_built_model(const BuildOptions& options, onnx::ModelProto* model_out = nullptr) {
+rewrite::RewriteSummary rewrite_built_model(const BuildOptions& options, onnx::ModelProto* model_out = nullptr) {
   TempDir dir;
   {
     auto ckpt = Checkpoint::open(test::golden_checkpoint());
@@ -292,7 +292,7 @@ ortext::RewriteSummary rewrite_built_model(const BuildOptions& options, onnx::Mo
   onnx::ModelProto model;
   std::ifstream in(dir / "model" / "model.onnx", std::ios::binary);
   EXPECT_TRUE(model.ParseFromIstream(&in));
-  auto summary = ortext::use_deltagen_kernels(model);
+  auto summary = rewrite::use_deltagen_kernels(model);
   if (model_out) *model_out = model;
   return summary;
 }
@@ -363,7 +363,7 @@ TEST(GatedDeltaNet, FuzzFoundOverlappingChainsFuseOnce) {
                    std::ios::binary);
   onnx::ModelProto model;
   ASSERT_TRUE(model.ParseFromIstream(&in));
-  const auto summary = ortext::use_deltagen_kernels(model);
+  const auto summary = rewrite::use_deltagen_kernels(model);
   int fused = 0;
   for (const auto& node : model.graph().node()) fused += node.op_type() == "GatedDeltaNet";
   EXPECT_EQ(fused, summary.gated_delta_net);
@@ -389,7 +389,7 @@ TEST(GatedDeltaNet, DuplicatedLayerIsNotFused) {
       nodes->Add(std::move(copy));
       break;
     }
-  const auto summary = ortext::use_deltagen_kernels(model);
+  const auto summary = rewrite::use_deltagen_kernels(model);
   int fused = 0;
   for (const auto& node : model.graph().node()) fused += node.op_type() == "GatedDeltaNet";
   EXPECT_EQ(fused, summary.gated_delta_net);

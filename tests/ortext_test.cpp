@@ -18,8 +18,8 @@
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/fast_session.h"
-#include "ortext/matmul_nbits_model.h"
-#include "ortext/model_rewrite.h"
+#include "graph/matmul_nbits_model.h"
+#include "rewrite/model_rewrite.h"
 #include "runtime/session.h"
 #include "test_util.h"
 #include "kernel_levels.h"
@@ -28,6 +28,12 @@ namespace deltagen::ortext {
 namespace {
 
 using test::TempDir;
+using graph::matmul_nbits_model;
+using graph::MatMulNBitsNode;
+using graph::save_with_external_data;
+using rewrite::RewriteOptions;
+using rewrite::RewriteSummary;
+using rewrite::use_deltagen_kernels;
 namespace fs = std::filesystem;
 
 struct RandomWeights {

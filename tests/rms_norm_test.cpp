@@ -21,7 +21,7 @@
 #include "kernels/thread_pool.h"
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
-#include "ortext/model_rewrite.h"
+#include "rewrite/model_rewrite.h"
 #include "test_util.h"
 
 namespace deltagen {
@@ -77,7 +77,7 @@ TEST(RmsNorm, GoldenModelFoldsEveryNormInFrontOfAProjection) {
   onnx::ModelProto model;
   std::ifstream in(dir / "model" / "model.onnx", std::ios::binary);
   ASSERT_TRUE(model.ParseFromIstream(&in));
-  const auto summary = ortext::use_deltagen_kernels(model);
+  const auto summary = rewrite::use_deltagen_kernels(model);
   // tiny-a, 4 layers: input_layernorm and post_attention_layernorm of each, and the final norm.
   EXPECT_EQ(summary.rmsnorm, 9);
   int with_sum = 0, folded = 0, norms_left = 0;
@@ -90,7 +90,7 @@ TEST(RmsNorm, GoldenModelFoldsEveryNormInFrontOfAProjection) {
     }
     if (node.op_type() != "MatMulNBits" || node.domain() != "deltagen") continue;
     for (const auto& a : node.attribute())
-      if (a.name() == ortext::kRmsNormAttribute) {
+      if (a.name() == rewrite::kRmsNormAttribute) {
         ++folded;
         with_sum += a.i() == 2;
         EXPECT_EQ(node.input_size(), 8) << node.name();
@@ -104,7 +104,7 @@ TEST(RmsNorm, GoldenModelFoldsEveryNormInFrontOfAProjection) {
   onnx::ModelProto per_op;
   std::ifstream again(dir / "model" / "model.onnx", std::ios::binary);
   ASSERT_TRUE(per_op.ParseFromIstream(&again));
-  EXPECT_EQ(ortext::use_deltagen_kernels(per_op, {.fusions = false}).rmsnorm, 0);
+  EXPECT_EQ(rewrite::use_deltagen_kernels(per_op, {.fusions = false}).rmsnorm, 0);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "kernels/swiglu.h"
 #include "models/build.h"
-#include "ortext/model_rewrite.h"
+#include "rewrite/model_rewrite.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "test_util.h"
@@ -69,7 +69,7 @@ TEST_F(SwigluGolden, EveryMlpIsFolded) {
   onnx::ModelProto model;
   std::ifstream in(*dir_ / "model" / "model.onnx", std::ios::binary);
   ASSERT_TRUE(model.ParseFromIstream(&in));
-  const auto summary = ortext::use_deltagen_kernels(model);
+  const auto summary = rewrite::use_deltagen_kernels(model);
   EXPECT_EQ(summary.swiglu, 4);  // tiny-a: 4 layers
   int sigmoids = 0;
   for (const auto& node : model.graph().node()) sigmoids += node.op_type() == "Sigmoid";
@@ -77,7 +77,7 @@ TEST_F(SwigluGolden, EveryMlpIsFolded) {
   onnx::ModelProto per_op;
   std::ifstream again(*dir_ / "model" / "model.onnx", std::ios::binary);
   ASSERT_TRUE(per_op.ParseFromIstream(&again));
-  EXPECT_EQ(ortext::use_deltagen_kernels(per_op, {.fusions = false}).swiglu, 0);
+  EXPECT_EQ(rewrite::use_deltagen_kernels(per_op, {.fusions = false}).swiglu, 0);
 }
 
 TEST_F(SwigluGolden, FusedLogitsMatchThePerOpKernels) {

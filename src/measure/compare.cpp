@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
-#include "measure/build_flags.h"
 #include "measure/corpus.h"
 #include "measure/meters.h"
 #include "measure/progress.h"
@@ -348,8 +347,7 @@ fs::path make_temp_dir() {
 std::vector<DepthRow> run_depth_study(const DepthStudyOptions& study, const CompareOptions& o, const CorpusSpec& corpus) {
   validate(o);
   if (study.depths.empty()) fail("--depth", "needs at least one layer count");
-  // Parse both flag sets before synthesizing anything.
-  BuildOptions build_a = parse_build_flags(study.flags_a), build_b = parse_build_flags(study.flags_b);
+  BuildOptions build_a = study.build_a, build_b = study.build_b;
   const int64_t needed = std::max(o.context, o.greedy_prompt + o.greedy_tokens);
   for (BuildOptions* b : {&build_a, &build_b}) {
     // A rotary cache as long as the comparison needs, not the preset's 256k
@@ -357,7 +355,7 @@ std::vector<DepthRow> run_depth_study(const DepthStudyOptions& study, const Comp
     if (b->context_length == 0) b->context_length = needed;
     b->show_progress = o.progress;
   }
-  const bool same_build = split_flags(study.flags_a) == split_flags(study.flags_b);
+  const bool same_build = study.flags_a == study.flags_b;
   const ModelConfig base = synth_preset(study.preset);  // throws for an unknown preset
 
   if (study.keep && study.work_dir.empty()) fail("--keep", "needs --work-dir (where the files stay)");

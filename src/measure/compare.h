@@ -131,7 +131,10 @@ std::string to_markdown(const CompareReport& r);  // a metric | value table
 struct DepthStudyOptions {
   std::vector<int64_t> depths;  // e.g. 24, 36, 48 (rounded by set_num_layers' 3:1 pattern rules)
   std::string preset = "tiny";
-  std::string flags_a, flags_b;  // deltagen build flags, e.g. "--precision fp16 --norm-upcast"
+  // The two builds (normalized_build_options; the caller parses them, e.g.
+  // tools/build_flags.h), and the flags they came from, for the report.
+  BuildOptions build_a, build_b;
+  std::string flags_a, flags_b;  // e.g. "--precision fp16 --norm-upcast"
   uint64_t seed = 0;             // synthetic weights
   // Where checkpoints and models go; empty = a temp folder removed at the end.
   // Checkpoints in a given work dir are kept and reused by later studies with

@@ -3,7 +3,7 @@
 // runs them in and Casts appear only at dtype boundaries.
 #include <stdexcept>
 
-#include "models/cpu_kernels.h"
+#include "models/ort_cpu_dtypes.h"
 #include "models/qwen35_graph.h"
 
 namespace deltagen::qwen35 {

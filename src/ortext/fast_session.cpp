@@ -17,8 +17,8 @@ bool fast_kernels_enabled_by_environment() {
 }
 
 Ort::Session create_session_with_fast_kernels(Ort::Env& env, const fs::path& model_onnx,
-                                              const Ort::SessionOptions& options, RewriteSummary* summary,
-                                              const RewriteOptions& rewrite) {
+                                              const Ort::SessionOptions& options, rewrite::RewriteSummary* summary,
+                                              const rewrite::RewriteOptions& rewrite_options) {
   if (summary) *summary = {};
   if (!fast_kernels_enabled_by_environment()) return Ort::Session(env, model_onnx.c_str(), options);
 
@@ -29,7 +29,7 @@ Ort::Session create_session_with_fast_kernels(Ort::Env& env, const fs::path& mod
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes.str())) fail(model_onnx.string(), "not an ONNX model");
 
-  const RewriteSummary result = use_deltagen_kernels(model, rewrite);
+  const rewrite::RewriteSummary result = rewrite::use_deltagen_kernels(model, rewrite_options);
   if (summary) *summary = result;
   if (result.deltagen_nodes() == 0) return Ort::Session(env, model_onnx.c_str(), options);
 

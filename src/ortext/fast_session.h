@@ -14,7 +14,7 @@
 
 #include <onnxruntime_cxx_api.h>
 
-#include "ortext/model_rewrite.h"
+#include "rewrite/model_rewrite.h"
 
 namespace deltagen::ortext {
 
@@ -26,7 +26,7 @@ bool fast_kernels_enabled_by_environment();
 // Ort::Exception from ORT, Error for an unreadable model file.
 Ort::Session create_session_with_fast_kernels(Ort::Env& env, const std::filesystem::path& model_onnx,
                                               const Ort::SessionOptions& options,
-                                              RewriteSummary* summary = nullptr,
-                                              const RewriteOptions& rewrite = {});
+                                              rewrite::RewriteSummary* summary = nullptr,
+                                              const rewrite::RewriteOptions& rewrite_options = {});
 
 }  // namespace deltagen::ortext

@@ -216,7 +216,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
       Ort::Session session(ort_env(), model_path.c_str(), session_options);
       return std::unique_ptr<Model>(new Model(dir, std::move(config), std::move(session)));
     }
-    ortext::RewriteSummary rewritten;
+    rewrite::RewriteSummary rewritten;
     Ort::Session session =
         ortext::create_session_with_fast_kernels(ort_env(), model_path, session_options, &rewritten,
                                                  {.fusions = options.kernels == KernelSet::Deltagen});

@@ -14,6 +14,7 @@
 
 #include "measure/compare.h"
 #include "tools/args.h"
+#include "tools/build_flags.h"
 #include "tools/commands.h"
 #include "deltagen/error.h"
 
@@ -65,8 +66,12 @@ int cmd_compare(int argc, char** argv) {
   if (depth) {
     study.depths = parse_ids(*depth, "--depth");
     study.preset = args.get_or("preset", study.preset);
-    study.flags_a = args.get_or("build-a", "");
-    study.flags_b = args.get_or("build-b", "");
+    // One space between words, so equal flag sets compare equal as strings.
+    study.flags_a = join_words(split_flags(args.get_or("build-a", "")));
+    study.flags_b = join_words(split_flags(args.get_or("build-b", "")));
+    // Parsed before anything is synthesized: a bad flag fails at once.
+    study.build_a = parse_build_flags(study.flags_a);
+    study.build_b = parse_build_flags(study.flags_b);
     study.seed = uint64_t(args.get_int("synth-seed", 0));
     study.work_dir = args.get_or("work-dir", "");
     study.keep = args.flag("keep");

@@ -16,9 +16,9 @@
 
 #include <onnx/onnx_pb.h>
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 
 // Rewrites `graph` in place; returns the number of layers fused.
 int64_t fuse_gated_delta_net(onnx::GraphProto& graph);
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

@@ -1,4 +1,4 @@
-#include "ortext/gated_delta_fusion.h"
+#include "rewrite/gated_delta_fusion.h"
 
 #include <optional>
 #include <string>
@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "kernels/gated_delta_net.h"
-#include "ortext/deltagen_ops.h"
-#include "ortext/graph_index.h"
+#include "rewrite/deltagen_domain.h"
+#include "rewrite/graph_index.h"
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 namespace {
 
 using namespace fusion;
@@ -211,4 +211,4 @@ int64_t fuse_gated_delta_net(onnx::GraphProto& graph) {
   return int64_t(matches.size());
 }
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

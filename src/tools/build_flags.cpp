@@ -1,4 +1,4 @@
-#include "measure/build_flags.h"
+#include "tools/build_flags.h"
 
 #include <sstream>
 
@@ -6,12 +6,18 @@
 #include "tools/build_args.h"
 #include "deltagen/error.h"
 
-namespace deltagen::measure {
+namespace deltagen {
 
 std::vector<std::string> split_flags(const std::string& flags) {
   std::istringstream in(flags);
   std::vector<std::string> out;
   for (std::string word; in >> word;) out.push_back(word);
+  return out;
+}
+
+std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
   return out;
 }
 
@@ -27,4 +33,4 @@ BuildOptions parse_build_flags(const std::string& flags) {
   return normalized_build_options(opts);
 }
 
-}  // namespace deltagen::measure
+}  // namespace deltagen

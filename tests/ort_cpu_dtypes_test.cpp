@@ -1,4 +1,4 @@
-// The builder's table of ONNX Runtime CPU kernels (models/cpu_kernels.cpp),
+// The builder's table of ONNX Runtime CPU kernels (models/ort_cpu_dtypes.cpp),
 // re-measured: every op of the table is built as a one-node model in float16
 // and bfloat16 and loaded into a CPU session. Native: it loads and ORT adds no
 // Cast; OrtFallback: it loads and ORT adds Casts of its own; Missing: the
@@ -13,7 +13,7 @@
 #include "graph/graph_builder.h"
 #include "graph/model_summary.h"
 #include "graph/onnx_writer.h"
-#include "models/cpu_kernels.h"
+#include "models/ort_cpu_dtypes.h"
 #include "ort_step_runner.h"
 #include "test_util.h"
 
@@ -208,7 +208,7 @@ std::optional<int> casts_added(const Recipe& recipe, DataType dt) {
   recipe(b, dt);
   const int before = int(std::count_if(b.graph().node().begin(), b.graph().node().end(),
                                        [](const auto& n) { return n.op_type() == "Cast"; }));
-  graph::write_model(graph::make_model(b, {{"", 21}, {graph::kMsDomain, 1}}, 10, "cpu_kernels_test"),
+  graph::write_model(graph::make_model(b, {{"", 21}, {graph::kMsDomain, 1}}, 10, "ort_cpu_dtypes_test"),
                      b.take_initializers(), tmp / "m.onnx", graph::WriteOptions{});
   Ort::SessionOptions so;
   so.SetIntraOpNumThreads(1);

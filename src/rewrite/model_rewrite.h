@@ -13,7 +13,7 @@
 
 #include <onnx/onnx_pb.h>
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 
 struct RewriteOptions {
   // deltagen's kernel computes with int8 (decode) or bf16 (prefill)
@@ -54,4 +54,4 @@ struct RewriteSummary {
 // CausalConvWithState, as `options` allow); adds the "deltagen" opset import when a node moved.
 RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOptions& options = {});
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

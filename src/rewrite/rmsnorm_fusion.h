@@ -11,9 +11,9 @@
 
 #include <onnx/onnx_pb.h>
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 
 // Returns how many norms were folded.
 int64_t fuse_rmsnorm_into_matmul(onnx::GraphProto& graph);
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

@@ -17,9 +17,9 @@
 
 #include <onnx/onnx_pb.h>
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 
 // Returns how many attention nodes took their projection's split, norms and gate.
 int64_t fuse_gated_attention(onnx::GraphProto& graph);
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

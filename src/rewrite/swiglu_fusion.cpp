@@ -1,12 +1,12 @@
-#include "ortext/swiglu_fusion.h"
+#include "rewrite/swiglu_fusion.h"
 
 #include <utility>
 #include <vector>
 
-#include "ortext/deltagen_ops.h"
-#include "ortext/graph_index.h"
+#include "rewrite/deltagen_domain.h"
+#include "rewrite/graph_index.h"
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 namespace {
 
 using namespace fusion;
@@ -61,4 +61,4 @@ int64_t fuse_swiglu_into_matmul(onnx::GraphProto& graph) {
   return int64_t(matches.size());
 }
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

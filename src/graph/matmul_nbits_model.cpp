@@ -1,12 +1,12 @@
-#include "ortext/matmul_nbits_model.h"
+#include "graph/matmul_nbits_model.h"
 
 #include <fstream>
 #include <string>
 
-#include "ortext/graph_index.h"
+#include "graph/graph_builder.h"
 #include "deltagen/error.h"
 
-namespace deltagen::ortext {
+namespace deltagen::graph {
 namespace fs = std::filesystem;
 
 namespace {
@@ -71,11 +71,11 @@ onnx::ModelProto matmul_nbits_model(const std::vector<MatMulNBitsNode>& nodes, i
     }
     node.add_output("Y" + id);
     add_tensor_value_info(graph.add_output(), "Y" + id, "M", s.n);
-    fusion::set_int_attribute(node, "K", s.k);
-    fusion::set_int_attribute(node, "N", s.n);
-    fusion::set_int_attribute(node, "bits", s.bits);
-    fusion::set_int_attribute(node, "block_size", s.block_size);
-    fusion::set_int_attribute(node, "accuracy_level", accuracy_level);
+    *node.add_attribute() = attr("K", int64_t(s.k));
+    *node.add_attribute() = attr("N", int64_t(s.n));
+    *node.add_attribute() = attr("bits", int64_t(s.bits));
+    *node.add_attribute() = attr("block_size", int64_t(s.block_size));
+    *node.add_attribute() = attr("accuracy_level", int64_t(accuracy_level));
   }
   return model;
 }
@@ -105,4 +105,4 @@ void save_with_external_data(onnx::ModelProto model, const fs::path& model_path)
   if (!model.SerializeToOstream(&out) || !data) fail(model_path.string(), "cannot write");
 }
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::graph

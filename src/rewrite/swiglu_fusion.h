@@ -11,9 +11,9 @@
 
 #include <onnx/onnx_pb.h>
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 
 // Rewrites `graph` in place; returns the number of MatMulNBits nodes that took the activation.
 int64_t fuse_swiglu_into_matmul(onnx::GraphProto& graph);
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

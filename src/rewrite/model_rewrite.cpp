@@ -1,16 +1,16 @@
-#include "ortext/model_rewrite.h"
+#include "rewrite/model_rewrite.h"
 
 #include <optional>
 #include <set>
 #include <unordered_map>
 
-#include "ortext/deltagen_ops.h"
-#include "ortext/gated_delta_fusion.h"
-#include "ortext/attention_fusion.h"
-#include "ortext/rmsnorm_fusion.h"
-#include "ortext/swiglu_fusion.h"
+#include "rewrite/deltagen_domain.h"
+#include "rewrite/gated_delta_fusion.h"
+#include "rewrite/attention_fusion.h"
+#include "rewrite/rmsnorm_fusion.h"
+#include "rewrite/swiglu_fusion.h"
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 namespace {
 
 using Initializers = std::unordered_map<std::string, const onnx::TensorProto*>;
@@ -170,4 +170,4 @@ RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOption
   return summary;
 }
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

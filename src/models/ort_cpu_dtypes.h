@@ -1,5 +1,5 @@
 // Which dtypes ONNX Runtime 1.30's CPU execution provider runs each op in,
-// measured with one-node models (tests/cpu_kernels_test.cpp checks every
+// measured with one-node models (tests/ort_cpu_dtypes_test.cpp checks every
 // entry against the library), and the dtype the builder therefore gives
 // each op of a graph whose activations are fp16 or bf16.
 #pragma once

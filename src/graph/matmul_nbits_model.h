@@ -10,7 +10,7 @@
 
 #include "kernels/packed_weights.h"
 
-namespace deltagen::ortext {
+namespace deltagen::graph {
 
 struct MatMulNBitsNode {
   kernels::NBitsWeightsView weights;  // all nodes must share K
@@ -23,4 +23,4 @@ onnx::ModelProto matmul_nbits_model(const std::vector<MatMulNBitsNode>& nodes, i
 // "<model file name>.data" beside it (page-aligned offsets, as the builder does).
 void save_with_external_data(onnx::ModelProto model, const std::filesystem::path& model_path);
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::graph

@@ -1,8 +1,8 @@
-#include "ortext/graph_index.h"
+#include "rewrite/graph_index.h"
 
 #include <set>
 
-namespace deltagen::ortext::fusion {
+namespace deltagen::rewrite::fusion {
 
 namespace {
 
@@ -69,4 +69,4 @@ void edit_nodes(onnx::GraphProto& graph, const std::vector<int>& drop,
   sort_nodes(graph);
 }
 
-}  // namespace deltagen::ortext::fusion
+}  // namespace deltagen::rewrite::fusion

@@ -1,14 +1,14 @@
-#include "ortext/attention_fusion.h"
+#include "rewrite/attention_fusion.h"
 
 #include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "ortext/deltagen_ops.h"
-#include "ortext/graph_index.h"
+#include "rewrite/deltagen_domain.h"
+#include "rewrite/graph_index.h"
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 namespace {
 
 using namespace fusion;
@@ -141,4 +141,4 @@ int64_t fuse_gated_attention(onnx::GraphProto& graph) {
   return int64_t(matches.size());
 }
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

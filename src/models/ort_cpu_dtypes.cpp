@@ -1,4 +1,4 @@
-#include "models/cpu_kernels.h"
+#include "models/ort_cpu_dtypes.h"
 
 #include <map>
 #include <stdexcept>

@@ -1,13 +1,13 @@
-#include "ortext/rmsnorm_fusion.h"
+#include "rewrite/rmsnorm_fusion.h"
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "ortext/deltagen_ops.h"
-#include "ortext/graph_index.h"
+#include "rewrite/deltagen_domain.h"
+#include "rewrite/graph_index.h"
 
-namespace deltagen::ortext {
+namespace deltagen::rewrite {
 namespace {
 
 using namespace fusion;
@@ -79,4 +79,4 @@ int64_t fuse_rmsnorm_into_matmul(onnx::GraphProto& graph) {
   return int64_t(matches.size());
 }
 
-}  // namespace deltagen::ortext
+}  // namespace deltagen::rewrite

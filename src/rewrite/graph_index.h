@@ -11,7 +11,7 @@
 
 #include <onnx/onnx_pb.h>
 
-namespace deltagen::ortext::fusion {
+namespace deltagen::rewrite::fusion {
 
 inline constexpr const char* kMs = "com.microsoft";
 
@@ -182,4 +182,4 @@ std::vector<Match> find_matches(const onnx::GraphProto& graph, const char* op, c
 void edit_nodes(onnx::GraphProto& graph, const std::vector<int>& drop,
                 const std::unordered_map<int, const onnx::NodeProto*>& replace);
 
-}  // namespace deltagen::ortext::fusion
+}  // namespace deltagen::rewrite::fusion
