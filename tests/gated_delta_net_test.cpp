@@ -15,7 +15,6 @@
 #include <onnx/onnx_pb.h>
 
 #include "checkpoint/checkpoint.h"
-#include "kernel_levels.h"
 #include "kernels/gated_delta_net.h"
 #include "kernels/thread_pool.h"
 #include "models/build.h"
@@ -25,6 +24,7 @@
 #include "runtime/session.h"
 #include "test_util.h"
 #include "util/half.h"
+#include "kernel_levels.h"
 
 namespace deltagen {
 namespace {
@@ -168,6 +168,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 }
 
 TEST(GatedDeltaNet, KernelMatchesTheDefinitionAtEveryLevel) {
+  const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512};
   std::mt19937 rng(11);
   kernels::ThreadPool pool(2);
   const kernels::SerialParallel serial;
@@ -182,8 +183,7 @@ TEST(GatedDeltaNet, KernelMatchesTheDefinitionAtEveryLevel) {
     const Inputs in = random_inputs(s, rng);
     const float scale = float(1.0 / std::sqrt(double(s.dk)));
     const Outputs want = reference(s, scale, 1e-6, in);
-    for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512}) {
-      if (!test::runs_here(level)) continue;
+    for (auto level : levels.runnable) {
       for (bool in_place : {false, true}) {
         const std::string what = std::string(kernels::level_name(level)) + (in_place ? " in place" : "") +
                                  " seq " + std::to_string(s.seq) + " dk " + std::to_string(s.dk);
@@ -200,6 +200,7 @@ TEST(GatedDeltaNet, KernelMatchesTheDefinitionAtEveryLevel) {
       }
     }
   }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 TEST(GatedDeltaNet, ThreadsGiveBitIdenticalResults) {
@@ -218,6 +219,7 @@ TEST(GatedDeltaNet, ThreadsGiveBitIdenticalResults) {
 // call. Covers the AVX-512 direct path (one token, dv 128 and 16) and the
 // widened scratch (prompts, odd dims), in place and not, at every level.
 TEST(GatedDeltaNet, Fp16StatesAreTheFp32KernelRoundedOncePerCall) {
+  const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512};
   std::mt19937 rng(13);
   kernels::ThreadPool pool(2);
   const GatedDeltaShape shapes[] = {{2, 1, 2, 2, 128, 128, 4}, {1, 1, 2, 4, 16, 16, 4}, {2, 5, 2, 4, 16, 16, 4},
@@ -239,8 +241,7 @@ TEST(GatedDeltaNet, Fp16StatesAreTheFp32KernelRoundedOncePerCall) {
       for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_f16(v[i]);
       return h;
     };
-    for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512}) {
-      if (!test::runs_here(level)) continue;
+    for (auto level : levels.runnable) {
       const Outputs want = run_kernel(s, 0.0f, 1e-6f, in, false, pool, level);
       for (bool in_place : {false, true}) {
         const std::string what = std::string(kernels::level_name(level)) + (in_place ? " in place" : "") +
@@ -270,6 +271,7 @@ TEST(GatedDeltaNet, Fp16StatesAreTheFp32KernelRoundedOncePerCall) {
       }
     }
   }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 rewrite::RewriteSummary rewrite_built_model(const BuildOptions& options, onnx::ModelProto* model_out = nullptr) {

@@ -1,6 +1,6 @@
 // Which kernel levels this machine runs, printed once per test run so that a
-// CI log says which instruction sets the kernel tests covered (a level the
-// CPU lacks is left out of every kernel test: tests/kernel_levels.h).
+// CI log says which instruction sets the kernel tests covered (a kernel test
+// that could not run a level reports itself skipped: tests/kernel_levels.h).
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -9,13 +9,13 @@
 #include <random>
 #include <vector>
 
-#include "kernel_levels.h"
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_nbits.h"
 #include "kernels/packed_weights.h"
-#include "kernels/reference.h"
+#include "kernels/matmul_nbits_reference.h"
 #include "kernels/thread_pool.h"
+#include "kernel_levels.h"
 
 namespace deltagen::kernels {
 namespace {
@@ -73,12 +73,8 @@ double worst_relative(const std::vector<float>& got, const std::vector<float>& w
   return worst;
 }
 
-std::vector<KernelLevel> supported_q8_levels() {
-  std::vector<KernelLevel> levels;
-  for (KernelLevel l : {KernelLevel::Scalar, KernelLevel::Avx2, KernelLevel::Avx512})
-    if (test::runs_here(l)) levels.push_back(l);
-  return levels;
-}
+// The int8 GEMV's levels (AMX runs it with the AVX-512 table).
+test::LevelsUnderTest q8_levels() { return {KernelLevel::Scalar, KernelLevel::Avx2, KernelLevel::Avx512}; }
 
 struct Case {
   int64_t n, k, m;
@@ -90,7 +86,8 @@ const std::vector<int> kBlockSizes = {16, 32, 64, 128, 256};
 
 TEST(Kernels, Int8KernelsMatchTheInt8Reference) {
   std::mt19937 rng(1234);
-  for (KernelLevel level : supported_q8_levels()) {
+  const test::LevelsUnderTest levels = q8_levels();
+  for (KernelLevel level : levels.runnable) {
     MatMulConfig config;
     config.level = level;
     for (int bs : kBlockSizes)
@@ -109,6 +106,7 @@ TEST(Kernels, Int8KernelsMatchTheInt8Reference) {
           EXPECT_LT(worst_relative(got, want, magnitudes(w.view(), a, c.m)), 2e-6);
         }
   }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 // The prefetch setting changes which lines are requested early, never the
@@ -126,7 +124,8 @@ TEST(Kernels, PrefetchSettingsGiveTheSameBits) {
   RandomWeights w(70, 333, 32, false, rng);
   const PackedWeights packed = pack_weights(w.view());
   const auto a = random_activations(1, 333, rng);
-  for (KernelLevel level : supported_q8_levels()) {
+  const test::LevelsUnderTest levels = q8_levels();
+  for (KernelLevel level : levels.runnable) {
     MatMulConfig config;
     config.level = level;
     std::vector<float> want(70), got(70);
@@ -137,15 +136,17 @@ TEST(Kernels, PrefetchSettingsGiveTheSameBits) {
       EXPECT_EQ(got, want) << level_name(level) << " " << text;
     }
   }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
-// The activation quantizer gives the same bits at every level (the AVX-512
-// block and the portable one), NaN and infinities included, and rounds half
-// to even as the definition says.
+// The activation quantizer gives the same bits at every level (the AVX2 and
+// AVX-512 blocks and the portable one), NaN and infinities included, and
+// rounds half to even as the definition says.
 TEST(Kernels, ActivationQuantizationIsTheSameAtEveryLevel) {
   std::mt19937 rng(17);
   std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const test::LevelsUnderTest levels{KernelLevel::Avx2, KernelLevel::Avx512};
   for (int bs : kBlockSizes)
     for (int64_t k : {int64_t(bs), int64_t(3 * bs), int64_t(3 * bs + 5), int64_t(1024)}) {
       std::vector<float> a(static_cast<size_t>(2 * k));
@@ -153,14 +154,18 @@ TEST(Kernels, ActivationQuantizationIsTheSameAtEveryLevel) {
       a[3] = nan;
       a[size_t(k + 1)] = -inf;
       if (k > 40) a[40] = 0.0f;
-      QuantizedRows portable, fast;
+      QuantizedRows portable;
       quantize_rows(a.data(), 2, k, k, bs, portable, KernelLevel::Scalar);
-      quantize_rows(a.data(), 2, k, k, bs, fast, KernelLevel::Amx);
-      EXPECT_EQ(portable.values, fast.values) << "bs " << bs << " k " << k;
-      EXPECT_EQ(portable.sums, fast.sums) << "bs " << bs << " k " << k;
-      for (size_t i = 0; i < portable.scales.size(); ++i)
-        EXPECT_TRUE(portable.scales[i] == fast.scales[i] || (std::isnan(portable.scales[i]) && std::isnan(fast.scales[i])));
       EXPECT_EQ(portable.values[3], 0);  // NaN
+      for (KernelLevel level : levels.runnable) {
+        QuantizedRows fast;
+        quantize_rows(a.data(), 2, k, k, bs, fast, level);
+        EXPECT_EQ(portable.values, fast.values) << level_name(level) << " bs " << bs << " k " << k;
+        EXPECT_EQ(portable.sums, fast.sums) << level_name(level) << " bs " << bs << " k " << k;
+        for (size_t i = 0; i < portable.scales.size(); ++i)
+          EXPECT_TRUE(portable.scales[i] == fast.scales[i] || (std::isnan(portable.scales[i]) && std::isnan(fast.scales[i])))
+              << level_name(level);
+      }
     }
   // Ties round to even: with max|a| = 127 the scale is 1, so a = q exactly.
   std::vector<float> ties(32, 0.0f);
@@ -169,15 +174,18 @@ TEST(Kernels, ActivationQuantizationIsTheSameAtEveryLevel) {
   ties[2] = -2.5f;
   ties[3] = 3.5f;
   ties[4] = 126.5f;
-  for (auto level : {KernelLevel::Scalar, KernelLevel::Amx}) {
+  std::vector<KernelLevel> tie_levels = levels.runnable;
+  tie_levels.push_back(KernelLevel::Scalar);
+  for (auto level : tie_levels) {
     QuantizedRows q;
     quantize_rows(ties.data(), 1, 32, 32, 32, q, level);
-    EXPECT_EQ(q.values[1], 2);
-    EXPECT_EQ(q.values[2], -2);
-    EXPECT_EQ(q.values[3], 4);
-    EXPECT_EQ(q.values[4], 126);
-    EXPECT_EQ(q.sums[0], 127 + 2 - 2 + 4 + 126);
+    EXPECT_EQ(q.values[1], 2) << level_name(level);
+    EXPECT_EQ(q.values[2], -2) << level_name(level);
+    EXPECT_EQ(q.values[3], 4) << level_name(level);
+    EXPECT_EQ(q.values[4], 126) << level_name(level);
+    EXPECT_EQ(q.sums[0], 127 + 2 - 2 + 4 + 126) << level_name(level);
   }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 // The int8 path against the exact fp32 result: within the rounding bound of
@@ -244,9 +252,8 @@ TEST(Kernels, BiasIsAddedOnEveryPath) {
   const PackedWeights packed = pack_weights(w.view());
   std::vector<float> want(size_t(m * n));
   matmul_reference(w.view(), a.data(), m, bias.data(), want.data());
-  std::vector<KernelLevel> levels = supported_q8_levels();
-  if (test::runs_here(KernelLevel::Amx)) levels.push_back(KernelLevel::Amx);
-  for (KernelLevel level : levels) {
+  const test::LevelsUnderTest levels{KernelLevel::Scalar, KernelLevel::Avx2, KernelLevel::Avx512, KernelLevel::Amx};
+  for (KernelLevel level : levels.runnable) {
     MatMulConfig config;
     config.level = level;
     config.amx_min_rows = 1;
@@ -254,6 +261,7 @@ TEST(Kernels, BiasIsAddedOnEveryPath) {
     matmul_nbits(packed, a.data(), m, bias.data(), got.data(), SerialParallel(), config);
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.05) << level_name(level) << " i=" << i;
   }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 // Tasks write disjoint outputs with the same arithmetic: threads change nothing.

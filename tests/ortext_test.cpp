@@ -13,9 +13,8 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "kernel_levels.h"
 #include "kernels/cpu_features.h"
-#include "kernels/reference.h"
+#include "kernels/matmul_nbits_reference.h"
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/fast_session.h"
@@ -23,6 +22,7 @@
 #include "rewrite/model_rewrite.h"
 #include "runtime/session.h"
 #include "test_util.h"
+#include "kernel_levels.h"
 
 namespace deltagen::ortext {
 namespace {
@@ -196,14 +196,14 @@ TEST(OrtextFastSession, MatchesOrtMatMulNBits) {
 
 // Every kernel family this CPU has, selected through the session config.
 TEST(OrtextFastSession, EveryKernelLevelThroughSessionConfig) {
+  const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2,
+                                     kernels::KernelLevel::Avx512, kernels::KernelLevel::Amx};
   std::mt19937 rng(3);
   TempDir dir;
   RandomWeights w(100, 200, 32, true, rng);
   const fs::path path = write_model(matmul_nbits_model({{w.view()}}, 4), dir / "m.onnx");
   Ort::Session stock(ort_env(), path.c_str(), session_options(1));
-  for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512,
-                     kernels::KernelLevel::Amx}) {
-    if (!test::runs_here(level)) continue;
+  for (auto level : levels.runnable) {
     Ort::SessionOptions options = session_options(2);
     options.AddConfigEntry(kConfigMaxLevel, kernels::level_name(level));
     options.AddConfigEntry(kConfigAmxMinRows, "4");
@@ -214,6 +214,7 @@ TEST(OrtextFastSession, EveryKernelLevelThroughSessionConfig) {
           << kernels::level_name(level) << " m=" << m;
     }
   }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 // The memory and prefetch switches reach the kernel: every combination gives

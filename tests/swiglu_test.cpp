@@ -12,7 +12,6 @@
 #include <onnx/onnx_pb.h>
 
 #include "checkpoint/checkpoint.h"
-#include "kernel_levels.h"
 #include "kernels/swiglu.h"
 #include "models/build.h"
 #include "reference/qwen35_ops.h"
@@ -20,6 +19,7 @@
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "test_util.h"
+#include "kernel_levels.h"
 
 namespace deltagen {
 namespace {
@@ -27,14 +27,14 @@ namespace {
 using test::TempDir;
 
 TEST(Swiglu, KernelMatchesTheDefinitionAtEveryLevel) {
+  const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512};
   std::mt19937 rng(21);
   std::uniform_real_distribution<float> dist(-12.0f, 12.0f);
   for (int64_t k : {1, 15, 16, 33, 3584})
     for (int64_t rows : {1, 3}) {
       std::vector<float> x(size_t(rows * 2 * k));
       for (auto& v : x) v = dist(rng);
-      for (auto level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx512}) {
-        if (!test::runs_here(level)) continue;
+      for (auto level : levels.runnable) {
         std::vector<float> out(size_t(rows * k));
         kernels::swiglu(x.data(), rows, k, out.data(), level);
         for (int64_t r = 0; r < rows; ++r)
@@ -46,6 +46,7 @@ TEST(Swiglu, KernelMatchesTheDefinitionAtEveryLevel) {
           }
       }
     }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 class SwigluGolden : public ::testing::Test {

@@ -8,7 +8,9 @@
 
 namespace deltagen::kernels {
 
-void attend_portable(const AttentionTask& task) { attend_with_loops(task); }
+const AttentionKernels kAttentionScalar{KernelLevel::Scalar, attend_with_loops};
+const KernelFamily<AttentionKernels> kAttentionFamily{
+    "attention", {&kAttentionScalar, &kAttentionAvx2, &kAttentionAvx512, &kAttentionAvx512}};
 
 void attention(const AttentionShape& s, float scale, const AttentionTensors& t, const Parallel& parallel,
                KernelLevel level) {
@@ -33,7 +35,7 @@ void attention(const AttentionShape& s, float scale, const AttentionTensors& t, 
   // 2. One task per (row, kv head, block of 32 tokens): a decode step is one
   // task per kv head, its keys and values read once for the group's queries.
   const int64_t block = 32, blocks = (s.seq + block - 1) / block;
-  const auto fn = std::min(level, supported_level()) >= KernelLevel::Avx512 ? attend_avx512 : attend_portable;
+  const auto fn = kAttentionFamily.at(level).attend;
   parallel.run(size_t(s.batch * s.kv_heads * blocks), [&](size_t index) {
     const int64_t blk = int64_t(index) % blocks, bg = int64_t(index) / blocks;
     const int64_t i0 = blk * block;

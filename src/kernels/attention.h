@@ -15,7 +15,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace deltagen::kernels {
@@ -52,7 +52,14 @@ struct AttentionTask {
   float scale;
   int64_t b, g, i0, i1;
 };
-void attend_portable(const AttentionTask& task);
-void attend_avx512(const AttentionTask& task);
+// The per-ISA table (dispatch.h).
+struct AttentionKernels {
+  KernelLevel isa;
+  void (*attend)(const AttentionTask& task);
+};
+extern const AttentionKernels kAttentionScalar;  // attention.cpp (baseline x86-64)
+extern const AttentionKernels kAttentionAvx2;    // attention_avx2.cpp
+extern const AttentionKernels kAttentionAvx512;  // attention_avx512.cpp
+extern const KernelFamily<AttentionKernels> kAttentionFamily;  // AMX: the AVX-512 table
 
 }  // namespace deltagen::kernels

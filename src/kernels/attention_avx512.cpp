@@ -1,7 +1,7 @@
 // attention_impl.h compiled with the AVX-512 flags (CMakeLists.txt), with
 // the two inner blocks written out: the compiler's versions of the same loops
 // kept their accumulators in memory and ran slower than the baseline build.
-// Called only when cpu_features() says this CPU has AVX-512.
+// Reached only through kAttentionFamily, when this CPU has AVX-512.
 #include <immintrin.h>
 
 #include "kernels/attention_impl.h"
@@ -94,10 +94,10 @@ void pv_block_avx512(const float* scores, int64_t ld, int64_t rows, int64_t n, c
   }
 }
 
+void attend_avx512(const AttentionTask& task) { attend(task, scores_block_avx512, scores_few_avx512, pv_block_avx512); }
+
 }  // namespace
 
-void attend_avx512(const AttentionTask& task) {
-  attend(task, scores_block_avx512, scores_few_avx512, pv_block_avx512);
-}
+const AttentionKernels kAttentionAvx512{KernelLevel::Avx512, attend_avx512};
 
 }  // namespace deltagen::kernels

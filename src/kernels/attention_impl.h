@@ -1,8 +1,9 @@
 // The inner loops of attention.h, compiled for baseline x86-64
-// (attention.cpp) and AVX-512 (attention_avx512.cpp, which writes the inner
-// blocks out with intrinsics in the same order of arithmetic). Dot products
+// (attention.cpp), AVX2 and AVX-512 (attention_avx2.cpp,
+// attention_avx512.cpp, which write the inner blocks out with intrinsics in
+// the same order of arithmetic). Dot products
 // keep 16 independent partial sums so they vectorize without reassociating;
-// internal linkage, so the two copies never meet at link time.
+// internal linkage, so the copies never meet at link time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/fast_exp.h"
+#include "kernels/vector_math.h"
 
 namespace deltagen::kernels {
 namespace {

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace deltagen::kernels {
@@ -22,11 +23,21 @@ struct CausalConvShape {
 // x, y: [B, C, L]; w: [C, K]; bias: [C] or null; past: [B, C, K-1] or null
 // (zeros); present: [B, C, K-1]. y may not alias x; present may not alias past.
 void causal_conv1d(const CausalConvShape& s, const float* x, const float* w, const float* bias, const float* past,
-                   bool silu, float* y, float* present, const Parallel& parallel);
+                   bool silu, float* y, float* present, const Parallel& parallel, KernelLevel level = default_level());
 
-// v <- v * sigmoid(v), in place (SSE2, a polynomial exp; relative error ~1e-7).
-void silu_inplace(float* v, int64_t n);
-// v <- v * sigmoid(g) (g may be v), the same arithmetic.
-void mul_sigmoid(float* v, const float* g, int64_t n);
+// The per-ISA table (dispatch.h): channels [c0, c1) of batch row b, one
+// token (decode) or any length (prefill).
+struct CausalConvKernels {
+  KernelLevel isa;
+  using Range = void (*)(const CausalConvShape& s, const float* x, const float* w, const float* bias,
+                         const float* past, bool silu, float* y, float* present, int64_t b, int64_t c0, int64_t c1);
+  Range decode;
+  Range prefill;
+};
+// causal_conv.cpp, baseline x86-64 with the SSE2 SiLU. It serves every level:
+// a decode step is a few multiply-adds per channel, bound by memory, and a
+// build with FMA would change the bits the conv op has always produced.
+extern const CausalConvKernels kCausalConvScalar;
+extern const KernelFamily<CausalConvKernels> kCausalConvFamily;
 
 }  // namespace deltagen::kernels

@@ -95,12 +95,22 @@ std::optional<KernelLevel> parse_level(std::string_view name) {
   return std::nullopt;
 }
 
-KernelLevel supported_level() {
+namespace {
+
+KernelLevel detect_level() {
   const CpuFeatures& f = cpu_features();
   if (!(f.avx2 && f.fma && f.f16c)) return KernelLevel::Scalar;
   if (!(f.avx512 && f.avx512_vnni)) return KernelLevel::Avx2;
   if (!(f.amx_bf16 && f.amx_permitted && f.avx512_bf16)) return KernelLevel::Avx512;
   return KernelLevel::Amx;
+}
+
+}  // namespace
+
+// Asked on every kernel call (KernelFamily::at): worked out once.
+KernelLevel supported_level() {
+  static const KernelLevel level = detect_level();
+  return level;
 }
 
 KernelLevel default_level() {

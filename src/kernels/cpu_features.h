@@ -1,4 +1,4 @@
-// What this CPU (and the OS) lets the MatMulNBits kernels use, detected once
+// What this CPU (and the OS) lets the kernels use, detected once
 // with CPUID/XGETBV. Compiled for baseline x86-64 so the program still starts
 // on CPUs without AVX: only the per-ISA kernel files use wider instructions,
 // and only after this says they are safe.
@@ -20,7 +20,8 @@ struct CpuFeatures {
 // CPU has AMX). Thread-safe.
 const CpuFeatures& cpu_features();
 
-// The kernel families, from slowest to fastest. Each level needs the ones below.
+// The instruction-set levels, from slowest to fastest. Each level needs the
+// ones below. Every kernel family has a table per level (dispatch.h).
 enum class KernelLevel {
   Scalar = 0,  // portable C++
   Avx2 = 1,    // AVX2 + FMA + F16C

@@ -11,19 +11,12 @@
 
 namespace deltagen::kernels {
 
-const GatedDeltaKernels& gated_delta_kernels_portable() {
-  static const GatedDeltaKernels k{conv_silu_range, silu_loop, heads_with_loops, widen_f16, narrow_f16};
-  return k;
-}
+const GatedDeltaKernels kGatedDeltaScalar{KernelLevel::Scalar, conv_silu_range, silu_loop, heads_with_loops,
+                                          widen_f16, narrow_f16};
+const KernelFamily<GatedDeltaKernels> kGatedDeltaFamily{
+    "gated_delta_net", {&kGatedDeltaScalar, &kGatedDeltaAvx2, &kGatedDeltaAvx512, &kGatedDeltaAvx512}};
 
 namespace {
-
-const GatedDeltaKernels& kernels_for(KernelLevel wanted) {
-  const KernelLevel level = std::min(wanted, supported_level());
-  if (level >= KernelLevel::Avx512) return gated_delta_kernels_avx512();
-  if (level >= KernelLevel::Avx2) return gated_delta_kernels_avx2();
-  return gated_delta_kernels_portable();
-}
 
 // Scratch for one call, written before it is read (no zero-fill: a prompt's
 // is tens of MB). A decode step's few KB come from a per-thread buffer kept
@@ -73,7 +66,7 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
     }
     return;
   }
-  const GatedDeltaKernels& k = kernels_for(level);
+  const GatedDeltaKernels& k = kGatedDeltaFamily.at(level);
   // fp16 states: the conv state (K-1 values per channel, tens of KiB) runs
   // widened in place in a scratch copy; the recurrent state head by head.
   GatedDeltaTensors tw = t;

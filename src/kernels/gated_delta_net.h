@@ -14,7 +14,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace deltagen::kernels {
@@ -75,7 +75,7 @@ void gated_delta_net(const GatedDeltaShape& s, const GatedDeltaParams& p, const 
                      const Parallel& parallel, KernelLevel level = default_level());
 
 // The parts compiled once per instruction set (gated_delta_net_impl.h), for
-// the dispatcher in gated_delta_net.cpp only.
+// gated_delta_net() only, through kGatedDeltaFamily.
 struct GatedDeltaHeadArgs {
   GatedDeltaShape s;
   float scale = 0, epsilon = 0;
@@ -91,7 +91,9 @@ struct GatedDeltaHeadArgs {
   uint16_t* state_f16 = nullptr;  // or this, in IEEE half (then state is null)
   float* out = nullptr;
 };
+// The per-ISA table (dispatch.h).
 struct GatedDeltaKernels {
+  KernelLevel isa;
   // Conv + SiLU of channels [c0, c1) into xc [B, S, C], and their new conv state.
   void (*conv)(const GatedDeltaShape& s, const GatedDeltaTensors& t, int64_t c0, int64_t c1, float* xc);
   void (*silu)(float* v, int64_t n);  // in place
@@ -101,8 +103,9 @@ struct GatedDeltaKernels {
   void (*widen)(const uint16_t* src, float* dst, int64_t n);
   void (*narrow)(const float* src, uint16_t* dst, int64_t n);
 };
-const GatedDeltaKernels& gated_delta_kernels_portable();
-const GatedDeltaKernels& gated_delta_kernels_avx2();
-const GatedDeltaKernels& gated_delta_kernels_avx512();
+extern const GatedDeltaKernels kGatedDeltaScalar;  // gated_delta_net.cpp (baseline x86-64)
+extern const GatedDeltaKernels kGatedDeltaAvx2;    // gated_delta_net_avx2.cpp
+extern const GatedDeltaKernels kGatedDeltaAvx512;  // gated_delta_net_avx512.cpp
+extern const KernelFamily<GatedDeltaKernels> kGatedDeltaFamily;  // AMX: the AVX-512 table
 
 }  // namespace deltagen::kernels

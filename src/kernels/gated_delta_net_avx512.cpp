@@ -177,9 +177,7 @@ void heads_avx512(const GatedDeltaHeadArgs& args, int64_t row, int64_t h0, int64
 
 }  // namespace
 
-const GatedDeltaKernels& gated_delta_kernels_avx512() {
-  static const GatedDeltaKernels k{conv_silu_avx512, silu_loop, heads_avx512, widen_f16, narrow_f16};
-  return k;
-}
+const GatedDeltaKernels kGatedDeltaAvx512{KernelLevel::Avx512, conv_silu_avx512, silu_loop, heads_avx512, widen_f16,
+                                          narrow_f16};
 
 }  // namespace deltagen::kernels

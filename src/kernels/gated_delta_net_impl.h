@@ -15,8 +15,7 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels/causal_conv.h"
-#include "kernels/fast_exp.h"
+#include "kernels/vector_math.h"
 #include "kernels/gated_delta_net.h"
 #include "util/half.h"
 
@@ -61,7 +60,7 @@ inline void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
 // baseline x86-64 would leave it scalar (~30x slower), so there the SSE2 one.
 inline void silu_loop(float* v, int64_t n) {
 #if defined(__AVX2__)
-  for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (1.0f + exp_for_silu(-v[i]));
+  for (int64_t i = 0; i < n; ++i) v[i] = silu_of(v[i]);
 #else
   silu_inplace(v, n);
 #endif

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/causal_conv.h"
+#include "kernels/vector_math.h"
 #include "kernels/rms_norm.h"
 
 namespace deltagen::kernels {

@@ -25,7 +25,7 @@ void split_gated_qkv(const GatedQkvShape& s, const float* qkv, const float* q_we
                      const float* k_weight, float k_epsilon, float* q, float* gate, float* k, float* v,
                      const Parallel& parallel);
 
-// out *= sigmoid(gate), both [rows, width] (the SSE2 polynomial exp of mul_sigmoid).
+// out *= sigmoid(gate), both [rows, width] (mul_sigmoid, vector_math.h).
 void apply_sigmoid_gate(float* out, const float* gate, int64_t rows, int64_t width, const Parallel& parallel);
 
 }  // namespace deltagen::kernels

@@ -1,12 +1,14 @@
 // The per-ISA kernel entry points behind matmul_nbits.h. Each is defined in
-// its own file compiled with that ISA's flags (see CMakeLists.txt); only the
-// dispatcher calls them, after cpu_features() said the ISA is there.
+// its own file compiled with that ISA's flags (see CMakeLists.txt), which also
+// defines that level's MatMulKernels table (dispatch.h); matmul_nbits.cpp
+// reaches them only through kMatMulFamily.
 #pragma once
 #include <xmmintrin.h>
 
 #include <cstdint>
 
-#include "kernels/activations.h"
+#include "kernels/dispatch.h"
+#include "kernels/quantize_activations.h"
 #include "kernels/matmul_nbits.h"
 #include "kernels/packed_weights.h"
 
@@ -60,3 +62,21 @@ int64_t amx_panel_bytes(const PackedWeights& w, int64_t k_tiles, int64_t groups)
 void gemm_bf16_amx(const AmxGemmArgs& args, int64_t g_begin, int64_t g_end);
 
 }  // namespace deltagen::kernels::detail
+
+namespace deltagen::kernels {
+
+struct MatMulKernels {
+  KernelLevel isa;
+  // The int8-activation GEMM (decode, and prefill without AMX).
+  void (*gemm_q8)(const detail::Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
+  // The bf16 tile path for M >= amx_min_rows: AMX only, null in the lower tables.
+  void (*convert_rows_bf16)(const float* a, int64_t rows, int64_t k, int64_t lda, uint16_t* out, int64_t k_padded);
+  void (*gemm_bf16)(const detail::AmxGemmArgs& args, int64_t g_begin, int64_t g_end);
+};
+extern const MatMulKernels kMatMulScalar;  // matmul_scalar.cpp
+extern const MatMulKernels kMatMulAvx2;    // matmul_avx2.cpp
+extern const MatMulKernels kMatMulAvx512;  // matmul_avx512.cpp
+extern const MatMulKernels kMatMulAmx;     // matmul_amx.cpp: the AVX-512 GEMM for small M, tiles for large
+extern const KernelFamily<MatMulKernels> kMatMulFamily;  // matmul_nbits.cpp
+
+}  // namespace deltagen::kernels

@@ -226,3 +226,9 @@ void gemm_bf16_amx(const AmxGemmArgs& args, int64_t g_begin, int64_t g_end) {
 }
 
 }  // namespace deltagen::kernels::detail
+
+namespace deltagen::kernels {
+
+const MatMulKernels kMatMulAmx{KernelLevel::Amx, detail::gemm_q8_avx512, detail::convert_rows_bf16_avx512, detail::gemm_bf16_amx};
+
+}  // namespace deltagen::kernels

@@ -96,3 +96,9 @@ void gemm_q8_avx2(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
 }
 
 }  // namespace deltagen::kernels::detail
+
+namespace deltagen::kernels {
+
+const MatMulKernels kMatMulAvx2{KernelLevel::Avx2, detail::gemm_q8_avx2, nullptr, nullptr};
+
+}  // namespace deltagen::kernels

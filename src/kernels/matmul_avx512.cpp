@@ -119,3 +119,9 @@ void gemm_q8_avx512(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
 }
 
 }  // namespace deltagen::kernels::detail
+
+namespace deltagen::kernels {
+
+const MatMulKernels kMatMulAvx512{KernelLevel::Avx512, detail::gemm_q8_avx512, nullptr, nullptr};
+
+}  // namespace deltagen::kernels

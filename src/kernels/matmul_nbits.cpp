@@ -1,5 +1,6 @@
-// The dispatcher: compiled for baseline x86-64; it only calls a per-ISA
-// kernel after cpu_features() said the CPU and OS support it.
+// The dispatcher: compiled for baseline x86-64; it reaches the per-ISA
+// kernels only through kMatMulFamily (dispatch.h), which never hands out a
+// table above what the CPU and OS support.
 #include "kernels/matmul_nbits.h"
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 #include "kernels/kernel_impls.h"
 
 namespace deltagen::kernels {
@@ -31,14 +32,13 @@ void for_each_group_range(int64_t groups, int64_t per_task, const Parallel& para
   for_each_range(groups, std::max<int64_t>(per_task, ceil_div(groups, int64_t(kMaxTasks))), parallel, body);
 }
 
-void run_q8(const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
-            const Parallel& parallel, KernelLevel level, const MatMulConfig& config) {
+void run_q8(const MatMulKernels& kernels, const PackedWeights& w, const float* a, int64_t m, const float* bias,
+            float* y, const Parallel& parallel, KernelLevel level, const MatMulConfig& config) {
   thread_local QuantizedRows quantized;  // reused call after call (decode: one row)
-  quantize_rows(a, m, w.shape().k, w.shape().k, w.shape().block_size, quantized);
+  // Every quantizer level gives the same bits; the cap applies to it too.
+  quantize_rows(a, m, w.shape().k, w.shape().k, w.shape().block_size, quantized, level);
   const detail::Q8GemmArgs args{&w, &quantized, bias, y, w.shape().n, config.prefetch};
-  const auto kernel = level >= KernelLevel::Avx512 ? detail::gemm_q8_avx512
-                      : level == KernelLevel::Avx2 ? detail::gemm_q8_avx2
-                                                   : detail::gemm_q8_scalar;
+  const auto kernel = kernels.gemm_q8;
   // More rows per group = more work per group: keep tasks about equally long.
   const int64_t per_task = std::max<int64_t>(1, kQ8TaskBytes / (w.group_stride() * std::max<int64_t>(1, m / 4)));
   for_each_group_range(w.groups(), per_task, parallel, [&](int64_t g0, int64_t g1) { kernel(args, g0, g1); });
@@ -48,7 +48,7 @@ struct FreeAligned {
   void operator()(void* p) const { std::free(p); }
 };
 
-void run_amx(const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
+void run_amx(const MatMulKernels& kernels, const PackedWeights& w, const float* a, int64_t m, const float* bias, float* y,
              const Parallel& parallel) {
   const int64_t k = w.shape().k;
   const int64_t k_tiles = ceil_div(k, detail::kAmxTileK);
@@ -69,7 +69,7 @@ void run_amx(const PackedWeights& w, const float* a, int64_t m, const float* bia
   parallel.run(size_t(row_tasks), [&](size_t t) {
     const int64_t m0 = int64_t(t) * detail::kAmxRowBlock;
     const int64_t rows = std::min<int64_t>(detail::kAmxRowBlock, m - m0);
-    detail::convert_rows_bf16_avx512(a + m0 * k, rows, k, k, a_bf16 + m0 * k_padded, k_padded);
+    kernels.convert_rows_bf16(a + m0 * k, rows, k, k, a_bf16 + m0 * k_padded, k_padded);
     if (rows < detail::kAmxRowBlock)
       std::fill(a_bf16 + (m0 + rows) * k_padded, a_bf16 + (m0 + detail::kAmxRowBlock) * k_padded, uint16_t(0));
   });
@@ -79,10 +79,12 @@ void run_amx(const PackedWeights& w, const float* a, int64_t m, const float* bia
   int64_t per_task = kAmxPanelBytes / detail::amx_panel_bytes(w, k_tiles, 1);
   per_task = std::max<int64_t>(2, per_task / 2 * 2);
   for_each_group_range(w.groups(), per_task, parallel,
-                       [&](int64_t g0, int64_t g1) { detail::gemm_bf16_amx(args, g0, g1); });
+                       [&](int64_t g0, int64_t g1) { kernels.gemm_bf16(args, g0, g1); });
 }
 
 }  // namespace
+
+const KernelFamily<MatMulKernels> kMatMulFamily{"matmul_nbits", {&kMatMulScalar, &kMatMulAvx2, &kMatMulAvx512, &kMatMulAmx}};
 
 std::optional<MatMulPrefetch> parse_prefetch(std::string_view text) {
   MatMulPrefetch p;
@@ -96,7 +98,7 @@ std::optional<MatMulPrefetch> parse_prefetch(std::string_view text) {
 }
 
 KernelLevel effective_level(int64_t m, const MatMulConfig& config) {
-  KernelLevel level = std::min(config.level, supported_level());
+  KernelLevel level = usable_level(config.level);
   if (level == KernelLevel::Amx && m < config.amx_min_rows) level = KernelLevel::Avx512;
   return level;
 }
@@ -105,10 +107,11 @@ void matmul_nbits(const PackedWeights& w, const float* a, int64_t m, const float
                   const Parallel& parallel, const MatMulConfig& config) {
   if (m <= 0) return;
   const KernelLevel level = effective_level(m, config);
+  const MatMulKernels& kernels = kMatMulFamily.at(level);
   if (level == KernelLevel::Amx)
-    run_amx(w, a, m, bias, y, parallel);
+    run_amx(kernels, w, a, m, bias, y, parallel);
   else
-    run_q8(w, a, m, bias, y, parallel, level, config);
+    run_q8(kernels, w, a, m, bias, y, parallel, level, config);
 }
 
 }  // namespace deltagen::kernels

@@ -51,3 +51,9 @@ void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
 }
 
 }  // namespace deltagen::kernels::detail
+
+namespace deltagen::kernels {
+
+const MatMulKernels kMatMulScalar{KernelLevel::Scalar, detail::gemm_q8_scalar, nullptr, nullptr};
+
+}  // namespace deltagen::kernels

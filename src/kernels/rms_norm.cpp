@@ -32,9 +32,14 @@ void norm_row(const float* x, const float* skip, const float* gamma, int64_t k, 
 
 }  // namespace
 
+const RmsNormKernels kRmsNormScalar{KernelLevel::Scalar, norm_row};
+const KernelFamily<RmsNormKernels> kRmsNormFamily{
+    "rms_norm", {&kRmsNormScalar, &kRmsNormScalar, &kRmsNormScalar, &kRmsNormScalar}};
+
 void rms_norm_rows(const float* x, const float* skip, const float* gamma, int64_t rows, int64_t k, float epsilon,
-                   float* sum, float* out, const Parallel& parallel) {
+                   float* sum, float* out, const Parallel& parallel, KernelLevel level) {
   if (k <= 0) return;
+  const auto norm_row = kRmsNormFamily.at(level).row;
   for_each_range(rows, kTaskElements / k, parallel, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       norm_row(x + r * k, skip ? skip + r * k : nullptr, gamma, k, epsilon, sum ? sum + r * k : nullptr, out + r * k);

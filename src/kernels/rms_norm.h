@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace deltagen::kernels {
@@ -15,6 +16,17 @@ namespace deltagen::kernels {
 // x, skip (may be null), sum (may be null; written when given), out: [rows, k].
 // out may be x itself (in place) when there is no skip; otherwise no aliasing.
 void rms_norm_rows(const float* x, const float* skip, const float* gamma, int64_t rows, int64_t k, float epsilon,
-                   float* sum, float* out, const Parallel& parallel);
+                   float* sum, float* out, const Parallel& parallel, KernelLevel level = default_level());
+
+// The per-ISA table (dispatch.h): one row.
+struct RmsNormKernels {
+  KernelLevel isa;
+  void (*row)(const float* x, const float* skip, const float* gamma, int64_t k, float epsilon, float* sum, float* out);
+};
+// rms_norm.cpp, baseline x86-64. It serves every level: a row is one pass
+// over k floats that memory bounds, and a build with FMA or another
+// summation width would change the bits of every norm.
+extern const RmsNormKernels kRmsNormScalar;
+extern const KernelFamily<RmsNormKernels> kRmsNormFamily;
 
 }  // namespace deltagen::kernels

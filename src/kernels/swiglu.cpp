@@ -1,14 +1,13 @@
 #include "kernels/swiglu.h"
 
-#include <algorithm>
 #include <cstring>
 
-#include "kernels/causal_conv.h"
+#include "kernels/vector_math.h"
 
 namespace deltagen::kernels {
+namespace {
 
-void swiglu(const float* x, int64_t rows, int64_t k, float* out, KernelLevel level) {
-  if (std::min(level, supported_level()) >= KernelLevel::Avx512) return swiglu_avx512(x, rows, k, out);
+void swiglu_rows_sse2(const float* x, int64_t rows, int64_t k, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* gate = x + r * 2 * k;
     float* o = out + r * k;
@@ -16,6 +15,15 @@ void swiglu(const float* x, int64_t rows, int64_t k, float* out, KernelLevel lev
     silu_inplace(o, k);  // SSE2: baseline x86-64 leaves the plain loop scalar
     for (int64_t j = 0; j < k; ++j) o[j] *= gate[k + j];
   }
+}
+
+}  // namespace
+
+const SwigluKernels kSwigluScalar{KernelLevel::Scalar, swiglu_rows_sse2};
+const KernelFamily<SwigluKernels> kSwigluFamily{"swiglu", {&kSwigluScalar, &kSwigluAvx2, &kSwigluAvx512, &kSwigluAvx512}};
+
+void swiglu(const float* x, int64_t rows, int64_t k, float* out, KernelLevel level) {
+  kSwigluFamily.at(level).rows(x, rows, k, out);
 }
 
 }  // namespace deltagen::kernels

@@ -5,13 +5,20 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 
 namespace deltagen::kernels {
 
 void swiglu(const float* x, int64_t rows, int64_t k, float* out, KernelLevel level = default_level());
 
-// The AVX-512 build of the loop (swiglu_avx512.cpp), for the dispatcher.
-void swiglu_avx512(const float* x, int64_t rows, int64_t k, float* out);
+// The per-ISA table (dispatch.h).
+struct SwigluKernels {
+  KernelLevel isa;
+  void (*rows)(const float* x, int64_t rows, int64_t k, float* out);
+};
+extern const SwigluKernels kSwigluScalar;  // swiglu.cpp (baseline x86-64, SSE2)
+extern const SwigluKernels kSwigluAvx2;    // swiglu_avx2.cpp
+extern const SwigluKernels kSwigluAvx512;  // swiglu_avx512.cpp
+extern const KernelFamily<SwigluKernels> kSwigluFamily;  // AMX: the AVX-512 table
 
 }  // namespace deltagen::kernels

@@ -1,17 +1,9 @@
-// swiglu's loop compiled with the AVX-512 flags (CMakeLists.txt): the
-// compiler vectorizes exp_for_silu 16 lanes wide.
-#include "kernels/fast_exp.h"
-#include "kernels/swiglu.h"
+// swiglu_impl.h compiled with the AVX-512 flags (CMakeLists.txt); reached
+// only through kSwigluFamily, when this CPU has them.
+#include "kernels/swiglu_impl.h"
 
 namespace deltagen::kernels {
 
-void swiglu_avx512(const float* x, int64_t rows, int64_t k, float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* gate = x + r * 2 * k;
-    const float* up = gate + k;
-    float* o = out + r * k;
-    for (int64_t j = 0; j < k; ++j) o[j] = gate[j] / (1.0f + exp_for_silu(-gate[j])) * up[j];
-  }
-}
+const SwigluKernels kSwigluAvx512{KernelLevel::Avx512, swiglu_rows_vectorized};
 
 }  // namespace deltagen::kernels

@@ -1,14 +1,16 @@
-// quantize_block (activations.h) with AVX-512 (compiled with the AVX-512
-// flags, CMakeLists.txt; called only when cpu_features() says so): the same
-// bits as the portable block, 16 values per step.
+// The activation quantizer (quantize_activations.h) with AVX-512 (compiled
+// with the AVX-512 flags, CMakeLists.txt; reached only through
+// kQuantizeFamily, when the CPU has them): the same bits as the portable
+// block, 16 values per step.
 // GCC 12's AVX-512 intrinsic headers trip -Wmaybe-uninitialized on their own
 // _mm512_undefined_* placeholders (GCC bug 105593); nothing is uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 
-namespace deltagen::kernels::detail {
+namespace deltagen::kernels {
+namespace {
 
 void quantize_block_avx512(const float* src, int64_t n, int8_t* dst, float* scale, int32_t* sum) {
   __m512 vmax = _mm512_setzero_ps();
@@ -30,4 +32,12 @@ void quantize_block_avx512(const float* src, int64_t n, int8_t* dst, float* scal
   *sum = _mm512_reduce_add_epi32(total);
 }
 
-}  // namespace deltagen::kernels::detail
+void quantize_row_avx512(const float* src, int64_t k, int block_size, int8_t* dst, float* scales, int32_t* sums) {
+  quantize_row_with(quantize_block_avx512, 16, src, k, block_size, dst, scales, sums);
+}
+
+}  // namespace
+
+const QuantizeKernels kQuantizeAvx512{KernelLevel::Avx512, quantize_row_avx512};
+
+}  // namespace deltagen::kernels

@@ -1,4 +1,4 @@
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,20 +37,20 @@ void quantize_rows(const float* a, int64_t rows, int64_t k, int64_t lda, int blo
   out.values.assign(size_t(rows * out.k_padded), 0);
   out.scales.resize(size_t(rows * out.k_blocks));
   out.sums.resize(size_t(rows * out.k_blocks));
-  const bool avx512 = std::min(level, supported_level()) >= KernelLevel::Avx512;
-  for (int64_t m = 0; m < rows; ++m) {
-    const float* src = a + m * lda;
-    int8_t* dst = out.values.data() + m * out.k_padded;
-    for (int64_t b = 0; b < out.k_blocks; ++b) {
-      const int64_t k0 = b * block_size, n = std::min<int64_t>(k, k0 + block_size) - k0;
-      float* scale = &out.scales[size_t(m * out.k_blocks + b)];
-      int32_t* sum = &out.sums[size_t(m * out.k_blocks + b)];
-      if (avx512 && n % 16 == 0)
-        detail::quantize_block_avx512(src + k0, n, dst + k0, scale, sum);
-      else
-        detail::quantize_block_portable(src + k0, n, dst + k0, scale, sum);
-    }
-  }
+  const QuantizeKernels& kernels = kQuantizeFamily.at(level);
+  for (int64_t m = 0; m < rows; ++m)
+    kernels.row(a + m * lda, k, block_size, out.values.data() + m * out.k_padded, out.scales.data() + m * out.k_blocks,
+                out.sums.data() + m * out.k_blocks);
 }
+
+namespace {
+void quantize_row_portable(const float* src, int64_t k, int block_size, int8_t* dst, float* scales, int32_t* sums) {
+  quantize_row_with(detail::quantize_block_portable, 1, src, k, block_size, dst, scales, sums);
+}
+}  // namespace
+
+const QuantizeKernels kQuantizeScalar{KernelLevel::Scalar, quantize_row_portable};
+const KernelFamily<QuantizeKernels> kQuantizeFamily{
+    "quantize_activations", {&kQuantizeScalar, &kQuantizeAvx2, &kQuantizeAvx512, &kQuantizeAvx512}};
 
 }  // namespace deltagen::kernels

@@ -1,8 +1,8 @@
-#include "kernels/reference.h"
+#include "kernels/matmul_nbits_reference.h"
 
 #include <algorithm>
 
-#include "kernels/activations.h"
+#include "kernels/quantize_activations.h"
 #include "util/half.h"
 
 namespace deltagen::kernels {

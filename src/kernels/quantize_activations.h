@@ -5,10 +5,11 @@
 // The per-block sums of the int8 values let the kernels multiply the raw
 // (unsigned) weight nibbles and subtract zero_point * sum afterwards.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 
 namespace deltagen::kernels {
 
@@ -32,11 +33,39 @@ struct QuantizedRows {
 void quantize_rows(const float* a, int64_t rows, int64_t k, int64_t lda, int block_size, QuantizedRows& out,
                    KernelLevel level = default_level());
 
+// The per-ISA part (dispatch.h): one row of k values into int8 blocks.
+struct QuantizeKernels {
+  KernelLevel isa;
+  void (*row)(const float* src, int64_t k, int block_size, int8_t* dst, float* scales, int32_t* sums);
+};
+extern const QuantizeKernels kQuantizeScalar;  // quantize_activations.cpp
+extern const QuantizeKernels kQuantizeAvx2;    // quantize_activations_avx2.cpp
+extern const QuantizeKernels kQuantizeAvx512;  // quantize_activations_avx512.cpp
+extern const KernelFamily<QuantizeKernels> kQuantizeFamily;  // AMX: the AVX-512 table
+
 namespace detail {
 // One block of n values: int8 values, their sum, the scale (max|a| / 127).
 void quantize_block_portable(const float* src, int64_t n, int8_t* dst, float* scale, int32_t* sum);
-// The AVX-512 block (activations_avx512.cpp): n a multiple of 16.
-void quantize_block_avx512(const float* src, int64_t n, int8_t* dst, float* scale, int32_t* sum);
 }  // namespace detail
+
+namespace {
+// The row loop every level shares: `block` takes blocks whose length is a
+// multiple of `lanes`, the portable block the rest (a ragged last block).
+// Internal linkage: each per-ISA file compiles its own copy (an inline
+// function shared across files would be one copy, built with whichever
+// file's flags the linker kept).
+template <typename Block>
+inline void quantize_row_with(Block block, int64_t lanes, const float* src, int64_t k, int block_size, int8_t* dst,
+                              float* scales, int32_t* sums) {
+  const int64_t blocks = (k + block_size - 1) / block_size;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t k0 = b * block_size, n = std::min<int64_t>(k, k0 + block_size) - k0;
+    if (n % lanes == 0)
+      block(src + k0, n, dst + k0, scales + b, sums + b);
+    else
+      detail::quantize_block_portable(src + k0, n, dst + k0, scales + b, sums + b);
+  }
+}
+}  // namespace
 
 }  // namespace deltagen::kernels
