@@ -238,6 +238,28 @@ std::vector<int64_t> CorpusSpec::load(int64_t vocab, const fs::path& tokenizer_d
   return ids;
 }
 
+int64_t feed_windows(LogitSource& a, LogitSource& b, std::span<const int64_t> corpus, const CompareOptions& o,
+                     Progress& progress, const std::string& label, const OnChunk& on_chunk) {
+  std::vector<double> logits_a, logits_b;
+  const int64_t total = int64_t(corpus.size());
+  int64_t windows = 0;
+  for (int64_t start = 0; start + 1 < total; start += o.context) {
+    const int64_t end = std::min(start + o.context, total);
+    ++windows;
+    a.reset();
+    b.reset();
+    for (int64_t c = start; c < end; c += o.chunk) {
+      const int64_t n = std::min(o.chunk, end - c);
+      progress.show(label + ": token " + std::to_string(c + n) + "/" + std::to_string(total));
+      auto ids = corpus.subspan(size_t(c), size_t(n));
+      a.feed(ids, logits_a);
+      b.feed(ids, logits_b);
+      on_chunk(end, c, n, logits_a, logits_b);
+    }
+  }
+  return windows;
+}
+
 CompareReport compare_sources(LogitSource& a, LogitSource& b, std::span<const int64_t> corpus,
                               const CompareOptions& o) {
   validate(o);
@@ -255,26 +277,16 @@ CompareReport compare_sources(LogitSource& a, LogitSource& b, std::span<const in
   Progress progress(o.progress);
 
   FidelityAccumulator acc;
-  std::vector<double> la, lb;
   const int64_t total = int64_t(corpus.size());
-  for (int64_t start = 0; start + 1 < total; start += o.context) {
-    const int64_t end = std::min(start + o.context, total);
-    ++r.windows;
-    a.reset();
-    b.reset();
-    for (int64_t c = start; c < end; c += o.chunk) {
-      const int64_t n = std::min(o.chunk, end - c);
-      progress.show("compare: token " + std::to_string(c + n) + "/" + std::to_string(total));
-      auto ids = corpus.subspan(size_t(c), size_t(n));
-      a.feed(ids, la);
-      b.feed(ids, lb);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t pos = c + i;
-        if (pos + 1 >= end) break;  // the last token of a window predicts nothing inside it
-        acc.add(la.data() + i * vocab, lb.data() + i * vocab, vocab, corpus[size_t(pos + 1)]);
-      }
+  auto score_chunk = [&](int64_t end, int64_t first, int64_t n, const std::vector<double>& la,
+                         const std::vector<double>& lb) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = first + i;
+      if (pos + 1 >= end) break;  // the last token of a window predicts nothing inside it
+      acc.add(la.data() + i * vocab, lb.data() + i * vocab, vocab, corpus[size_t(pos + 1)]);
     }
-  }
+  };
+  r.windows = feed_windows(a, b, corpus, o, progress, "compare", score_chunk);
   r.fidelity = acc.result();
 
   if (o.greedy_tokens > 0) {

@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +67,18 @@ class LogitSource {
   // `layers` (else nullptr).
   virtual const LayerStates* layers() const { return nullptr; }
 };
+
+class Progress;
+
+// The teacher-forced walk every comparison makes: the corpus in windows of
+// o.context tokens, each from a fresh state, fed to A and B in chunks of
+// o.chunk. After each chunk, on_chunk(window_end, first, count, logits_a,
+// logits_b): positions [first, first + count) of the corpus, logits
+// [count, vocab] each. Returns the number of windows.
+using OnChunk = std::function<void(int64_t window_end, int64_t first, int64_t count, const std::vector<double>& logits_a,
+                                   const std::vector<double>& logits_b)>;
+int64_t feed_windows(LogitSource& a, LogitSource& b, std::span<const int64_t> corpus, const CompareOptions& o,
+                     Progress& progress, const std::string& label, const OnChunk& on_chunk);
 
 // `max_length`: the longest sequence the source will be fed at once (window or
 // greedy prompt + continuation).

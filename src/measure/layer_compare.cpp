@@ -102,27 +102,17 @@ LayerReport compare_layers(LogitSource& a, LogitSource& b, std::span<const int64
   Progress progress(o.progress);
 
   const int64_t H = la.hidden_size, V = a.vocab(), streams = int64_t(la.layer_types.size()) + 1;
-  std::vector<double> logits_a, logits_b;
-  const int64_t total = int64_t(corpus.size());
-  for (int64_t start = 0; start + 1 < total; start += o.context) {
-    const int64_t end = std::min(start + o.context, total);
-    ++r.windows;
-    a.reset();
-    b.reset();
-    for (int64_t c = start; c < end; c += o.chunk) {
-      const int64_t n = std::min(o.chunk, end - c);
-      progress.show("compare --layers: token " + std::to_string(c + n) + "/" + std::to_string(total));
-      auto ids = corpus.subspan(size_t(c), size_t(n));
-      a.feed(ids, logits_a);
-      b.feed(ids, logits_b);
-      for (int64_t k = 0; k < streams; ++k) {
-        const std::vector<double> &ha = la.streams[size_t(k)], &hb = lb.streams[size_t(k)];
-        for (int64_t t = 0; t < n; ++t) acc[size_t(k)].add(hb.data() + t * H, ha.data() + t * H, H);
-      }
-      for (int64_t t = 0; t < n; ++t) acc.back().add(logits_b.data() + t * V, logits_a.data() + t * V, V);
-      r.positions += n;
+  // feed() refreshes la and lb (the sources' residual streams) with the chunk's rows.
+  auto diff_chunk = [&](int64_t, int64_t, int64_t n, const std::vector<double>& logits_a,
+                        const std::vector<double>& logits_b) {
+    for (int64_t k = 0; k < streams; ++k) {
+      const std::vector<double>& ha = la.streams[size_t(k)], &hb = lb.streams[size_t(k)];
+      for (int64_t t = 0; t < n; ++t) acc[size_t(k)].add(hb.data() + t * H, ha.data() + t * H, H);
     }
-  }
+    for (int64_t t = 0; t < n; ++t) acc.back().add(logits_b.data() + t * V, logits_a.data() + t * V, V);
+    r.positions += n;
+  };
+  r.windows = feed_windows(a, b, corpus, o, progress, "compare --layers", diff_chunk);
   for (size_t k = 0; k < r.rows.size(); ++k) r.rows[k].diff = acc[k].result();
   find_divergence(r);
   progress.done();
