@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -491,42 +492,49 @@ TEST_F(ServeBadInput, ClientGoneCancelsItsSequence) {
   EXPECT_EQ(c[2].get<int64_t>(), c[1].get<int64_t>() + 1);
 }
 
-// 200 requests, 16 at a time, good and bad, streamed and not, some abandoned:
-// all well-formed, the server healthy after, and its memory back near where
-// it was. "Near": a first, smaller run of the same mix warms up everything
-// that is allocated once (ORT's buffers for each batch size, the thread
-// pool's stacks, malloc's per-thread arenas); after the 200 the resident size
-// may exceed the warmed-up one by what the prompt cache added (/metrics'
-// deltagen_prompt_cache_bytes: new prompts leave snapshots, bounded by
-// --cache-mb) plus 16 MiB of slack for allocator fragmentation. A leak of
-// 100 KB per request (20 MB over the run) fails it.
-TEST_F(ServeBadInput, StressStaysHealthyAndMemoryReturns) {
+// Six rounds of 100 requests, 16 at a time, good and bad, streamed and not,
+// some abandoned: all well-formed, the server healthy after, and its memory
+// not creeping up. Each round's growth of the heap (/metrics'
+// deltagen_heap_bytes: what malloc has handed out and not had back), less
+// what the prompt cache added (deltagen_prompt_cache_bytes: new prompts leave
+// snapshots, bounded by --cache-mb), is the round's "excess". Warm-up makes
+// some rounds' excess large (ORT's arena extends in doubling steps when a
+// batch shape first needs more); a leak shows in every round. So the median
+// excess is bounded: 1 MiB per 100 requests, which a leak of 10 KB per
+// request exceeds. The resident size is printed beside it, not bounded: it
+// also moves with fragmentation and with the pages malloc keeps for reuse.
+TEST_F(ServeBadInput, StressStaysHealthyAndMemoryDoesNotCreep) {
   Server& s = server("main");
   json config = script_config(s, "stress");
-  config["count"] = 60;
-  const ScriptResult warm = run_script("stress.mjs", config);
-  ASSERT_FALSE(warm.result.is_null());
-  const int64_t rss_before = s.rss_kib();
-  config["count"] = 200;
-  config["seed_offset"] = 1000;
-  const ScriptResult r = run_script("stress.mjs", config, 300);
-  ASSERT_FALSE(r.result.is_null());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const int64_t rss_after = s.rss_kib();
-  const json& m = r.result["metrics"];
-  const int64_t cache_kib = int64_t((m["deltagen_prompt_cache_bytes"].get<double>() -
-                                     warm.result["metrics"]["deltagen_prompt_cache_bytes"].get<double>()) / 1024);
-  std::printf("%s in %.1f s; RSS %lld -> %lld KiB, of which the prompt cache's growth %lld KiB\n",
-              r.result["statuses"].dump().c_str(), r.result["seconds"].get<double>(), (long long)rss_before,
-              (long long)rss_after, (long long)cache_kib);
-  EXPECT_EQ(r.result["count"], 200);
-  ASSERT_GT(rss_before, 0);
+  config["count"] = 100;
+  constexpr int kRounds = 6;  // the first is the baseline
+  std::vector<int64_t> excess_kib;
+  double heap = -1, cache = 0, rss = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    config["seed_offset"] = 1000 * round;
+    const ScriptResult r = run_script("stress.mjs", config, 300);
+    ASSERT_FALSE(r.result.is_null()) << "round " << round;
+    EXPECT_EQ(r.result["count"], 100) << "round " << round;
+    const json& m = r.result["metrics"];
+    if (!m.contains("deltagen_heap_bytes")) GTEST_SKIP() << "the server reports no heap size (not glibc)";
+    const double heap_now = m["deltagen_heap_bytes"].get<double>(), cache_now = m["deltagen_prompt_cache_bytes"].get<double>(),
+                 rss_now = m["deltagen_resident_bytes"].get<double>();
+    if (heap >= 0) {
+      excess_kib.push_back(int64_t((heap_now - heap - (cache_now - cache)) / 1024));
+      std::printf("round %d: %s in %.1f s; heap %+lld KiB, prompt cache %+lld KiB, excess %lld KiB; resident %+lld KiB\n",
+                  round, r.result["statuses"].dump().c_str(), r.result["seconds"].get<double>(),
+                  (long long)((heap_now - heap) / 1024), (long long)((cache_now - cache) / 1024), (long long)excess_kib.back(),
+                  (long long)((rss_now - rss) / 1024));
+    }
+    heap = heap_now, cache = cache_now, rss = rss_now;
+  }
+  std::sort(excess_kib.begin(), excess_kib.end());
+  const int64_t median_kib = excess_kib[excess_kib.size() / 2];
 #ifdef DELTAGEN_SANITIZE
-  // ASan's quarantine keeps freed memory resident on purpose (CI once saw
-  // +106 MiB here); only the ordinary build measures.
-  GTEST_SKIP() << "memory growth not measured under sanitizers (RSS grew by " << (rss_after - rss_before) << " KiB)";
+  // ASan's allocator is not glibc's: mallinfo2 does not see its heap.
+  GTEST_SKIP() << "heap growth not measured under sanitizers (median excess " << median_kib << " KiB per round)";
 #else
-  EXPECT_LE(rss_after, rss_before + cache_kib + 16 * 1024) << "RSS grew by " << (rss_after - rss_before) << " KiB";
+  EXPECT_LE(median_kib, 1024) << "the heap grows beyond the prompt cache in most rounds";
 #endif
 }
 

@@ -1,6 +1,9 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <map>
 #include <optional>
 #include <string>
@@ -319,6 +322,16 @@ void Scheduler::warm_cache(const Snapshot& snapshot) {
   cache_->insert(std::move(copy));
 }
 
+// After a burst the heap holds freed pages spread over malloc's per-thread
+// arenas (HTTP threads, ORT's pool); without this a server's resident size
+// only ever ratchets up to its worst burst. Once per transition to idle, so
+// it never runs between decode steps.
+static void release_free_heap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 void Scheduler::run() {
   for (;;) {
     std::unique_ptr<Sequence> admitted;
@@ -334,7 +347,16 @@ void Scheduler::run() {
       }
     }
     if (admitted) worker_->admit(std::move(admitted));
+    const bool was_busy = worker_->busy();
     worker_->iterate();
+    if (was_busy && !worker_->busy()) {
+      bool idle;
+      {
+        std::lock_guard lock(mutex_);
+        idle = queue_.empty();
+      }
+      if (idle) release_free_heap();
+    }
   }
   worker_->cancel_all();
   std::deque<std::unique_ptr<Sequence>> left;

@@ -1,5 +1,10 @@
 #include "serve/service.h"
 
+#include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -210,6 +215,31 @@ void Service::count_response(int status) const {
   else ++responses_5xx_;
 }
 
+namespace {
+
+struct ProcessMemory {
+  int64_t resident_bytes = 0;
+  int64_t heap_bytes = -1;  // -1: not known (not glibc)
+};
+
+ProcessMemory process_memory() {
+  ProcessMemory m;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    long long pages = 0, resident = 0;
+    if (std::fscanf(f, "%lld %lld", &pages, &resident) == 2) m.resident_bytes = resident * sysconf(_SC_PAGESIZE);
+    std::fclose(f);
+  }
+#ifdef __GLIBC__
+  // All arenas: in-use chunks plus mmap'd blocks. Unlike the resident size it
+  // does not move with fragmentation or with pages malloc keeps for reuse.
+  const struct mallinfo2 info = mallinfo2();
+  m.heap_bytes = int64_t(info.uordblks + info.hblkhd);
+#endif
+  return m;
+}
+
+}  // namespace
+
 std::string Service::metrics() const {
   const SchedulerStats s = scheduler_.stats();
   std::string out;
@@ -252,6 +282,11 @@ std::string Service::metrics() const {
   metric("prompt_cache_disk_entries", "gauge", "Snapshots spilled to disk.", double(s.cache.disk_entries));
   metric("prompt_cache_disk_bytes", "gauge", "Bytes of snapshots on disk.", double(s.cache.disk_bytes));
   metric("prompt_cache_evictions_total", "counter", "Snapshots evicted from memory.", double(s.cache.evictions));
+  const ProcessMemory memory = process_memory();
+  metric("resident_bytes", "gauge", "Resident set size of the server process.", double(memory.resident_bytes));
+  if (memory.heap_bytes >= 0)
+    metric("heap_bytes", "gauge", "Bytes malloc has handed out and not had back (what a leak grows).",
+           double(memory.heap_bytes));
   return out;
 }
 

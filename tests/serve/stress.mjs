@@ -104,4 +104,5 @@ check(health.status === 200, 'health after the run');
 const good = await post('/v1/chat/completions', { messages: user(0), max_tokens: 4, ...thinkingOff });
 check(good.status === 200, () => `a good request after the run: HTTP ${good.status}`);
 checkChatCompletion(good.json, 'a good request after the run');
+m = await metrics();  // the state the test compares: after the last request
 print({ count, concurrency, statuses, kinds: perKind, seconds, metrics: m });
