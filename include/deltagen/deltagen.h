@@ -45,6 +45,8 @@ struct EngineOptions {
   std::filesystem::path tokenizer;
   // deltagen's kernels and fusions (the default), or ONNX Runtime's own.
   KernelOptions kernels;
+  // Where the model runs; kernels apply to the CPU provider only.
+  ExecutionProvider ep = ExecutionProvider::Cpu;
 };
 
 // A loaded model (and, lazily, its tokenizer). Share it between conversations.

@@ -97,6 +97,20 @@ struct KernelOptions {
   std::string prefetch;        // the decode GEMV's prefetch, "l1:BYTES" or "l2:BYTES"; "" = l2:8192
 };
 
+// ---- execution providers ---------------------------------------------------------
+
+// Where ONNX Runtime runs the model. deltagen's kernels and fusions (above)
+// apply to the CPU provider only; on another one the model file runs as
+// built, and the nodes that provider lacks fall back to ORT's CPU kernels.
+enum class ExecutionProvider {
+  Cpu,
+  WebGpu,  // ORT's WebGPU provider (Dawn; Vulkan on Linux: a GPU's driver, or Mesa's lavapipe)
+  Cuda,    // ORT's CUDA provider (needs an ORT build that has it: scripts/device_check.sh)
+};
+const char* execution_provider_name(ExecutionProvider ep);  // "cpu", "webgpu", "cuda"
+// "cpu", "webgpu", "cuda" (any case); else Error("execution provider: ...").
+ExecutionProvider parse_execution_provider(const std::string& name);
+
 // ---- chat ------------------------------------------------------------------------
 
 // A function call the model made, as OpenAI's API shows it.

@@ -35,8 +35,8 @@ namespace {
 // One loaded model with its generator and prompt, ready to run.
 class Bench {
  public:
-  Bench(const fs::path& dir, std::string label, const KernelOptions& kernels, const SessionConfig& session_config,
-        const BenchOptions& o)
+  Bench(const fs::path& dir, std::string label, const KernelOptions& kernels, ExecutionProvider ep,
+        const SessionConfig& session_config, const BenchOptions& o)
       : options_(o) {
     info_.label = std::move(label);
     info_.dir = dir;
@@ -44,7 +44,8 @@ class Bench {
     const int64_t rss_before = current_rss_bytes();
     const double t0 = now_seconds();
     model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels,
-                                             .session_config = session_config});
+                                             .ep = ep, .session_config = session_config});
+    info_.ep = execution_provider_name(ep);
     info_.kernels = model_->fast_kernel_nodes() == 0       ? "ort"
                     : kernels.set == KernelSet::DeltagenOps ? "deltagen-ops"
                                                         : "deltagen";
@@ -172,9 +173,11 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
   for (size_t i = 0; i < dirs.size(); ++i) {
     progress.show("loading " + dirs[i].string(), true);
     std::string label = model_label(dirs[i]);
-    label += kernel_set_label(options.kernels[i].set);
+    if (options.ep[i] == ExecutionProvider::Cpu) label += kernel_set_label(options.kernels[i].set);
+    else label += std::string(" [") + execution_provider_name(options.ep[i]) + "]";
     for (const auto& [key, value] : options.session_config[i]) label += " [" + key + "=" + value + "]";
-    benches.push_back(std::make_unique<Bench>(dirs[i], label, options.kernels[i], options.session_config[i], options));
+    benches.push_back(std::make_unique<Bench>(dirs[i], label, options.kernels[i], options.ep[i],
+                                                   options.session_config[i], options));
   }
   const bool vs = benches.size() == 2;
   auto name = [&](size_t i) { return vs ? std::string(i == 0 ? "A " : "B ") : std::string(); };
@@ -357,6 +360,7 @@ nlohmann::json to_json(const BenchReport& r) {
     j["models"].push_back({{"label", m.label},
                            {"dir", m.dir.string()},
                            {"kernels", m.kernels},
+                           {"ep", m.ep},
                            {"graph", to_json(m.graph)},
                            {"load_seconds", m.load_seconds},
                            {"rss_after_load_bytes", m.rss_after_load_bytes},

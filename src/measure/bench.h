@@ -54,6 +54,9 @@ struct BenchOptions {
   // Per model (A, then B with --vs): which kernels run it. `bench --model X
   // --vs X --kernels ort` pairs the stock kernels against deltagen's on one file.
   KernelOptions kernels[2];
+  // Per model: the execution provider (bench --ep / --vs-ep; --vs-ep alone
+  // pairs one file against itself on two providers).
+  ExecutionProvider ep[2] = {ExecutionProvider::Cpu, ExecutionProvider::Cpu};
   // Per model: extra session config entries (RuntimeOptions::session_config),
   // so one file can be paired against itself with one kernel switch flipped.
   SessionConfig session_config[2];
@@ -88,6 +91,7 @@ struct BenchModel {
   std::string label;
   std::filesystem::path dir;
   std::string kernels;             // "deltagen" (N MatMulNBits nodes on deltagen's kernels) or "ort"
+  std::string ep;                  // "cpu", "webgpu", "cuda"
   GraphFacts graph;
   double load_seconds = 0;         // Model::load + allocating the generator's state
   int64_t rss_after_load_bytes = 0;

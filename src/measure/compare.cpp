@@ -40,9 +40,10 @@ namespace {
 
 class OnnxSource : public LogitSource {
  public:
-  OnnxSource(const fs::path& dir, int threads, int64_t max_length, KernelSet kernels, bool layers)
-      : name_(model_label(dir) + kernel_set_label(kernels)) {
-    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .kernels = {.set = kernels}});
+  OnnxSource(const fs::path& dir, int threads, int64_t max_length, KernelSet kernels, bool layers, ExecutionProvider ep)
+      : name_(model_label(dir) + (ep == ExecutionProvider::Cpu ? kernel_set_label(kernels)
+                                                                : std::string(" [") + execution_provider_name(ep) + "]")) {
+    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .kernels = {.set = kernels}, .ep = ep});
     const int64_t context = model_->config().context_length;
     if (context > 0 && max_length > context)
       fail(dir.string(), "needs " + std::to_string(max_length) + " tokens of context, the model serves " +
@@ -141,8 +142,8 @@ class ReferenceSource : public LogitSource {
 }  // namespace
 
 std::unique_ptr<LogitSource> onnx_source(const fs::path& model_dir, int threads, int64_t max_length,
-                                         KernelSet kernels, bool layers) {
-  return std::make_unique<OnnxSource>(model_dir, threads, max_length, kernels, layers);
+                                         KernelSet kernels, bool layers, ExecutionProvider ep) {
+  return std::make_unique<OnnxSource>(model_dir, threads, max_length, kernels, layers, ep);
 }
 
 std::unique_ptr<LogitSource> reference_source(const fs::path& checkpoint_dir, bool layers) {
@@ -456,8 +457,8 @@ std::vector<DepthRow> run_depth_study(const DepthStudyOptions& study, const Comp
       row.nodes_a = graph_facts(dir / "a").node_count;
       row.nodes_b = graph_facts(dir_b).node_count;
       {
-        auto a = onnx_source(dir / "a", o.threads, needed);
-        auto b = onnx_source(dir_b, o.threads, needed);
+        auto a = onnx_source(dir / "a", o.threads, needed, KernelSet::Deltagen, false, o.ep_a);
+        auto b = onnx_source(dir_b, o.threads, needed, KernelSet::Deltagen, false, o.ep_b);
         std::string what;
         std::vector<int64_t> ids = corpus.load(a->vocab(), dir / "a", &what);
         row.report = compare_sources(*a, *b, ids, o);

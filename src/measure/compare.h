@@ -36,6 +36,8 @@ struct CompareOptions {
   int64_t greedy_tokens = 256;  // 0 = no greedy comparison
   int threads = 0;              // ONNX Runtime intra-op threads; 0 = its default
   bool progress = false;        // a progress line on stderr
+  // Where --depth runs A and B (compare --a-ep / --b-ep).
+  ExecutionProvider ep_a = ExecutionProvider::Cpu, ep_b = ExecutionProvider::Cpu;
 };
 
 void validate(const CompareOptions& o);
@@ -85,7 +87,8 @@ int64_t feed_windows(LogitSource& a, LogitSource& b, std::span<const int64_t> co
 // kernels: which kernels run the model (runtime/session.h). `layers`: keep
 // the residual stream too (an ONNX model needs a --layer-outputs build; Error otherwise).
 std::unique_ptr<LogitSource> onnx_source(const std::filesystem::path& model_dir, int threads, int64_t max_length,
-                                         KernelSet kernels = KernelSet::Deltagen, bool layers = false);
+                                         KernelSet kernels = KernelSet::Deltagen, bool layers = false,
+                                         ExecutionProvider ep = ExecutionProvider::Cpu);
 std::unique_ptr<LogitSource> reference_source(const std::filesystem::path& checkpoint_dir, bool layers = false);
 
 // Per-position comparison of two logit rows, accumulated over a corpus.

@@ -48,7 +48,7 @@ void ensure_size(std::vector<T>& v, size_t n) {
 Generator::Generator(Model& model, int64_t batch, int64_t max_length)
     : model_(model),
       vocab_(checked_vocab(model)),
-      state_(model.io(), batch, checked_max_length(model, max_length)),
+      state_(model.io(), batch, checked_max_length(model, max_length), &model),
       cpu_(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)),
       batch_binding_(model.session()) {
   require_attention_mask(model.io());
@@ -108,11 +108,14 @@ LogitsView Generator::run(Ort::IoBinding& binding, int64_t batch, int64_t rows, 
   // ONNX Runtime allocates these (their shapes vary); binding a name again replaces it.
   for (const auto& name : fetch_names_) binding.BindOutput(name.c_str(), cpu_);
   ran_ = true;
+  state_.before_run();
   try {
     model_.session().Run(run_options_, binding);
   } catch (const Ort::Exception& e) {
+    state_.after_run();
     fail("model run", ort_error_line(e));
   }
+  state_.after_run();
   if (!fetch_names_.empty()) collect_fetched(binding);
   // Only batch-1 runs have several rows, so "the last row" is one contiguous row.
   const int64_t first_row = last_row_only ? rows - 1 : 0;

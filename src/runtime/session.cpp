@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ortext/fast_session.h"
+#include "runtime/execution_provider.h"
 #include "runtime/tensor.h"
 #include "deltagen/error.h"
 
@@ -232,7 +233,9 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   // grows by one column every step, so the cache would grow with every token.
   session_options.DisableMemPattern();
   if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
-  const KernelOptions kernels = resolved_kernel_options(options.kernels);
+  // deltagen's kernels are CPU code: on another provider the model runs as built.
+  KernelOptions kernels = resolved_kernel_options(options.kernels);
+  if (options.ep != ExecutionProvider::Cpu) kernels.set = KernelSet::Ort;
   for (const auto& [key, value] : kernel_session_config(kernels))
     session_options.AddConfigEntry(key.c_str(), value.c_str());
   for (const auto& [key, value] : options.session_config) session_options.AddConfigEntry(key.c_str(), value.c_str());
@@ -242,10 +245,15 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   if (const char* prefix = std::getenv("DELTAGEN_ORT_PROFILE"); prefix && *prefix)
     session_options.EnableProfiling(prefix);
 
+  ort_env();  // providers log through the environment's logger: it must exist first
+  append_execution_provider(session_options, options.ep);
+
   try {
     if (kernels.set == KernelSet::Ort) {
       Ort::Session session(ort_env(), model_path.c_str(), session_options);
-      return std::unique_ptr<Model>(new Model(dir, std::move(config), std::move(session)));
+      std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
+      model->ep_ = options.ep;
+      return model;
     }
     rewrite::RewriteSummary rewritten;
     Ort::Session session =
@@ -255,6 +263,8 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
     return model;
   } catch (const Ort::Exception& e) {
+    const std::string why = execution_provider_failure(options.ep, ort_error_line(e));
+    if (!why.empty()) fail(std::string("execution provider ") + execution_provider_name(options.ep), why);
     fail(model_path.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));
   }
 }

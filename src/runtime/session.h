@@ -63,7 +63,8 @@ ModelIo describe_model_io(const Ort::Session& session);
 
 struct RuntimeOptions {
   int intra_op_threads = 0;  // 0 = ONNX Runtime's default (one per physical core)
-  KernelOptions kernels;  // resolved at load (resolved_kernel_options)
+  KernelOptions kernels;  // resolved at load (resolved_kernel_options); the CPU provider's only
+  ExecutionProvider ep = ExecutionProvider::Cpu;
   // More session config entries (key, value), added after the kernels' own:
   // any ONNX Runtime setting; `bench --session-config` A/B-tests them.
   SessionConfig session_config;
@@ -84,6 +85,7 @@ class Model {
   const ModelIo& io() const { return io_; }
   const GenaiConfig& config() const { return config_; }
   const std::filesystem::path& dir() const { return dir_; }
+  ExecutionProvider ep() const { return ep_; }
   // From the logits output shape, else from genai_config.json; 0 if neither says.
   int64_t vocab_size() const;
   // How many nodes (MatMulNBits, CausalConvWithState) run on deltagen's kernels.
@@ -97,6 +99,7 @@ class Model {
   Ort::Session session_;
   ModelIo io_;
   int64_t fast_kernel_nodes_ = 0;
+  ExecutionProvider ep_ = ExecutionProvider::Cpu;
 };
 
 }  // namespace deltagen

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/stream_memory.h"
+#include "runtime/execution_provider.h"
 #include "runtime/tensor.h"
 #include "deltagen/error.h"
 
@@ -48,7 +49,7 @@ std::string gib_text(uint64_t bytes) {
 
 }  // namespace
 
-HybridState::HybridState(const ModelIo& io, int64_t batch, int64_t max_length)
+HybridState::HybridState(const ModelIo& io, int64_t batch, int64_t max_length, Model* model)
     : io_(io), batch_(batch), max_length_(max_length) {
   if (batch < 1) fail("runtime", "batch size must be at least 1");
   if (batch > kMaxBatch)
@@ -87,6 +88,38 @@ HybridState::HybridState(const ModelIo& io, int64_t batch, int64_t max_length)
   }
   rows_.resize(size_t(batch));
   for (Row& r : rows_) r.tokens.reserve(size_t(max_length));
+
+  const auto device = model ? device_memory_info(model->ep()) : nullptr;
+  if (!device) return;
+  const std::string ep = std::string("execution provider ") + execution_provider_name(model->ep());
+  if (batch != 1) fail(ep, "runs one sequence at a time (batch 1; " + std::to_string(batch) + " asked)");
+  try {
+    device_allocator_ = std::make_unique<Ort::Allocator>(model->session(), *device);
+    for (size_t c = 0; c < io_.caches.size(); ++c) {
+      const std::vector<int64_t> shape = buffer_shape(io_.caches[c], batch, kv_capacity());
+      device_.push_back(Ort::Value::CreateTensor(*device_allocator_, shape.data(), shape.size(), io_.caches[c].dtype));
+    }
+    device_stale_ = true;  // the twins start as garbage; the zeroed host goes up before the first run
+  } catch (const Ort::Exception& e) {
+    fail(ep, "cannot allocate the state of " + sizes + " (" + gib_text(*bytes) + ") on the device: " + ort_error_line(e));
+  }
+}
+
+// Whole buffers, both ways: the state is small next to the weights a run
+// reads, and it moves only when the host touches it between runs.
+void HybridState::sync_to_host() const {
+  if (!host_stale_) return;
+  Ort::Status status = ort_env().CopyTensors(device_, buffers_, nullptr);
+  if (!status.IsOK()) fail("runtime", "cannot copy the state from the device: " + status.GetErrorMessage());
+  host_stale_ = false;
+}
+
+void HybridState::before_run() {
+  if (!on_device() || !device_stale_) return;
+  sync_to_host();  // the host holds the newest bytes of every buffer before they go up
+  Ort::Status status = ort_env().CopyTensors(buffers_, device_, nullptr);
+  if (!status.IsOK()) fail("runtime", "cannot copy the state to the device: " + status.GetErrorMessage());
+  device_stale_ = false;
 }
 
 void HybridState::check_row(int64_t row) const {
@@ -104,6 +137,8 @@ std::vector<int64_t> HybridState::row_shape(size_t cache) const {
 
 std::span<std::byte> HybridState::row_bytes(size_t cache, int64_t row) {
   check_row(row);
+  sync_to_host();
+  device_stale_ = on_device();
   const size_t n = row_byte_count(cache);
   auto* base = static_cast<std::byte*>(buffers_[cache].GetTensorMutableRawData());
   return {base + size_t(row) * n, n};
@@ -111,6 +146,7 @@ std::span<std::byte> HybridState::row_bytes(size_t cache, int64_t row) {
 
 std::span<const std::byte> HybridState::row_bytes(size_t cache, int64_t row) const {
   check_row(row);
+  sync_to_host();
   const size_t n = row_byte_count(cache);
   const auto* base = static_cast<const std::byte*>(buffers_[cache].GetTensorRawData());
   return {base + size_t(row) * n, n};
@@ -136,9 +172,10 @@ void HybridState::reset_row(int64_t row) {
 }
 
 void HybridState::bind_all(Ort::IoBinding& binding) const {
+  const std::vector<Ort::Value>& bound = on_device() ? device_ : buffers_;
   for (size_t c = 0; c < io_.caches.size(); ++c) {
-    binding.BindInput(io_.caches[c].input_name.c_str(), buffers_[c]);
-    binding.BindOutput(io_.caches[c].output_name.c_str(), buffers_[c]);
+    binding.BindInput(io_.caches[c].input_name.c_str(), bound[c]);
+    binding.BindOutput(io_.caches[c].output_name.c_str(), bound[c]);
   }
 }
 
@@ -243,7 +280,10 @@ void HybridState::unpark(int64_t row) {
 
 const Ort::Value& HybridState::tensor(int64_t layer, CacheKind kind) const {
   for (size_t c = 0; c < buffers_.size(); ++c)
-    if (io_.caches[c].layer == layer && io_.caches[c].kind == kind) return buffers_[c];
+    if (io_.caches[c].layer == layer && io_.caches[c].kind == kind) {
+      sync_to_host();
+      return buffers_[c];
+    }
   fail("runtime", std::string("layer ") + std::to_string(layer) + " has no " + cache_kind_suffix(kind) + " state");
 }
 

@@ -13,6 +13,15 @@
 // bit-exactly). A row is also a contiguous slice of every buffer, so one row
 // can run alone through batch-1 views of the same memory.
 //
+// On another execution provider than the CPU (Model::ep()) the buffers have a
+// device twin, and the graph runs on the twins: a decode step copies nothing
+// through the host. The host buffers stay what everything else reads and
+// writes (snapshots, row copies, parking, reset); the two sides are synced
+// lazily, whole buffers at a time: to the device before a run if the host
+// was written (before_run), to the host before the host is read or written
+// after a run. A device buffer cannot be sliced by row (a WebGPU buffer is a
+// handle, not an address), so there the batch runs whole: batch 1.
+//
 // The spare KV slot (index max_length) is where a parked row writes: in a
 // batched decode step a finished row still has to be fed something, so it is
 // fed a dummy token whose key/value land beyond its valid length and whose
@@ -34,8 +43,14 @@ class HybridState {
  public:
   static constexpr int64_t kMaxBatch = 1024;
 
-  // Throws Error when the batch or the state's size is out of reach.
-  HybridState(const ModelIo& io, int64_t batch, int64_t max_length);
+  // Throws Error when the batch or the state's size is out of reach. With a
+  // `model` on a non-CPU provider the state gets its device twin (batch 1 only).
+  HybridState(const ModelIo& io, int64_t batch, int64_t max_length, Model* model = nullptr);
+
+  bool on_device() const { return !device_.empty(); }
+  // Around every Session::Run with this state bound (no-ops on the CPU).
+  void before_run();
+  void after_run() { host_stale_ = on_device(); }
 
   int64_t batch() const { return batch_; }
   int64_t max_length() const { return max_length_; }
@@ -92,6 +107,7 @@ class HybridState {
   };
 
   void check_row(int64_t row) const;
+  void sync_to_host() const;
   size_t row_byte_count(size_t cache) const;
 
   const ModelIo& io_;
@@ -102,6 +118,11 @@ class HybridState {
   std::vector<std::vector<Ort::Value>> row_views_;  // [row][cache]: batch-1 views into buffers_
   std::vector<std::vector<Ort::Value>> first_rows_views_;  // [count-1][cache], made on first use
   std::vector<Row> rows_;
+  // The device twin (empty on the CPU) and who is newer.
+  std::unique_ptr<Ort::Allocator> device_allocator_;
+  std::vector<Ort::Value> device_;
+  mutable bool host_stale_ = false;   // the device ran since the host was synced
+  mutable bool device_stale_ = true;  // the host was written since the device was synced
 };
 
 }  // namespace deltagen

@@ -142,6 +142,15 @@ KernelSet get_kernels_flag(Args& args, const std::string& flag) {
   fail("--" + flag, "expected deltagen, deltagen-ops or ort, not '" + v + "'");
 }
 
+ExecutionProvider get_ep_flag(Args& args, const std::string& flag) {
+  const std::string v = args.get_or(flag, "cpu");
+  try {
+    return parse_execution_provider(v);
+  } catch (const Error&) {
+    fail("--" + flag, "expected cpu, webgpu or cuda, not '" + v + "'");
+  }
+}
+
 KernelOptions get_kernel_flags(Args& args) {
   KernelOptions k;
   k.set = get_kernels_flag(args, "kernels");

@@ -1,6 +1,8 @@
 // deltagen bench --model DIR [--vs DIR] [--prompt N] [--gen M] [--warmup W] [--runs R]
 //                [--threads T] [--batch B] [--seed S] [--max-foreign PCT] [--rerun-noisy K]
 //                [--mem-bandwidth GBPS] [--kernels deltagen|ort] [--vs-kernels deltagen|ort]
+//                [--ep cpu|webgpu|cuda] [--vs-ep cpu|webgpu|cuda] (--vs-ep without --vs: the
+//                same model on two providers)
 //                [--session-config KEY=VALUE,...] [--vs-session-config KEY=VALUE,...]
 //                [--json | --markdown] [--json-out FILE]
 #include <unistd.h>
@@ -21,7 +23,8 @@ int cmd_bench(int argc, char** argv) {
   Args args(argc, argv, {"json", "markdown"});
   measure::BenchOptions o;
   std::vector<std::filesystem::path> dirs = {args.require("model")};
-  if (auto vs = args.get("vs")) dirs.push_back(*vs);
+  const auto vs = args.get("vs");
+  if (vs) dirs.push_back(*vs);
   o.prompt_tokens = args.get_int("prompt", o.prompt_tokens);
   o.gen_tokens = args.get_int("gen", o.gen_tokens);
   o.warmup = args.get_int("warmup", o.warmup);
@@ -34,6 +37,9 @@ int cmd_bench(int argc, char** argv) {
   o.mem_bandwidth_gbps = args.get_double("mem-bandwidth", o.mem_bandwidth_gbps);
   o.kernels[0].set = get_kernels_flag(args, "kernels");
   o.kernels[1].set = get_kernels_flag(args, "vs-kernels");
+  o.ep[0] = get_ep_flag(args, "ep");
+  o.ep[1] = args.get("vs-ep") ? get_ep_flag(args, "vs-ep") : o.ep[0];
+  if (!vs && args.get("vs-ep")) dirs.push_back(dirs[0]);
   o.session_config[0] = get_session_config_flag(args, "session-config");
   o.session_config[1] = get_session_config_flag(args, "vs-session-config");
   const bool as_json = args.flag("json"), as_markdown = args.flag("markdown");

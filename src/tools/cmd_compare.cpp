@@ -2,6 +2,7 @@
 //                  [--ids-file F | --corpus TEXT_FILE | --tokens N --seed S] [--max-tokens N]
 //                  [--context C] [--chunk K] [--greedy-prompt P] [--greedy-tokens G]
 //                  [--threads T] [--a-kernels deltagen|ort] [--b-kernels deltagen|ort]
+//                  [--a-ep cpu|webgpu|cuda] [--b-ep cpu|webgpu|cuda] (also with --layers, --depth)
 //                  [--json] [--json-out FILE]
 // deltagen compare --layers (--a DIR --b DIR | --reference CHECKPOINT --a DIR [--b DIR])
 //                  [--jump-factor 10] [--rel-threshold 0.5] [--noise-floor 1e-3]
@@ -49,6 +50,7 @@ struct LayerJob {
   std::optional<std::string> a_dir, b_dir, reference;
   KernelSet a_kernels = KernelSet::Deltagen, b_kernels = KernelSet::Deltagen;
   measure::DivergenceRule rule;
+  ExecutionProvider a_ep = ExecutionProvider::Cpu, b_ep = ExecutionProvider::Cpu;
 };
 
 // --layers: each model against the reference, or B against A.
@@ -59,8 +61,8 @@ std::pair<nlohmann::json, std::string> compare_layers(const LayerJob& job, const
   if (!job.reference && (!job.a_dir || !job.b_dir))
     fail("compare", "--layers needs --a DIR and --b DIR (built with --layer-outputs), or --a DIR and --reference CHECKPOINT");
   std::vector<std::unique_ptr<measure::LogitSource>> models;
-  if (job.a_dir) models.push_back(measure::onnx_source(*job.a_dir, o.threads, o.context, job.a_kernels, true));
-  if (job.b_dir) models.push_back(measure::onnx_source(*job.b_dir, o.threads, o.context, job.b_kernels, true));
+  if (job.a_dir) models.push_back(measure::onnx_source(*job.a_dir, o.threads, o.context, job.a_kernels, true, job.a_ep));
+  if (job.b_dir) models.push_back(measure::onnx_source(*job.b_dir, o.threads, o.context, job.b_kernels, true, job.b_ep));
   std::string what;
   const fs::path tok = tokenizer_dir({job.a_dir.value_or(""), job.b_dir.value_or(""), job.reference.value_or("")});
   const std::vector<int64_t> ids = corpus.load(models[0]->vocab(), tok, &what);
@@ -102,6 +104,8 @@ int cmd_compare(int argc, char** argv) {
   corpus.seed = uint64_t(args.get_int("seed", int64_t(corpus.seed)));
   corpus.limit = args.get_int("max-tokens", corpus.limit);
   const KernelSet a_fast = get_kernels_flag(args, "a-kernels"), b_fast = get_kernels_flag(args, "b-kernels");
+  o.ep_a = get_ep_flag(args, "a-ep");
+  o.ep_b = get_ep_flag(args, "b-ep");
   const bool as_json = args.flag("json");
   const auto json_out = args.get("json-out");
 
@@ -122,7 +126,7 @@ int cmd_compare(int argc, char** argv) {
     study.keep = args.flag("keep");
   }
   const bool layers = args.flag("layers");
-  LayerJob job{a_dir, b_dir, reference, a_fast, b_fast, {}};
+  LayerJob job{a_dir, b_dir, reference, a_fast, b_fast, {}, o.ep_a, o.ep_b};
   job.rule.jump_factor = args.get_double("jump-factor", job.rule.jump_factor);
   job.rule.rel_threshold = args.get_double("rel-threshold", job.rule.rel_threshold);
   job.rule.noise_floor = args.get_double("noise-floor", job.rule.noise_floor);
@@ -156,7 +160,7 @@ int cmd_compare(int argc, char** argv) {
   if (!b_dir) fail("compare", "missing required flag --b");
   if (!a_dir && !reference) fail("compare", "missing --a (or --reference CHECKPOINT to compare against the float64 reference)");
   const int64_t max_length = std::max(o.context, o.greedy_prompt + o.greedy_tokens);
-  auto b = measure::onnx_source(*b_dir, o.threads, max_length, b_fast);
+  auto b = measure::onnx_source(*b_dir, o.threads, max_length, b_fast, false, o.ep_b);
   std::string what;
   const fs::path tok = tokenizer_dir({*b_dir, a_dir.value_or(""), reference.value_or("")});
   const std::vector<int64_t> ids = corpus.load(b->vocab(), tok, &what);
@@ -166,13 +170,13 @@ int cmd_compare(int argc, char** argv) {
   if (reference) {
     auto ref = measure::reference_source(*reference);
     if (a_dir) {
-      auto a = measure::onnx_source(*a_dir, o.threads, max_length, a_fast);
+      auto a = measure::onnx_source(*a_dir, o.threads, max_length, a_fast, false, o.ep_a);
       reports.push_back(measure::compare_sources(*ref, *a, ids, o));
     }
     reports.push_back(measure::compare_sources(*ref, *b, ids, o));
     for (auto& r : reports) r.a_is_reference = true;
   } else {
-    auto a = measure::onnx_source(*a_dir, o.threads, max_length, a_fast);
+    auto a = measure::onnx_source(*a_dir, o.threads, max_length, a_fast, false, o.ep_a);
     reports.push_back(measure::compare_sources(*a, *b, ids, o));
   }
   nlohmann::json j = {{"comparisons", nlohmann::json::array()}};

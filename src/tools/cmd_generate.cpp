@@ -20,7 +20,9 @@
 //   "search"); flags override them. --print-prompt writes the rendered prompt
 //   to stdout byte for byte and exits (with --json: {"prompt", "prompt_ids"}).
 // Engine: --threads T, --max-length N (tokens the state holds; default: what
-//   the request needs), --tokenizer PATH.
+//   the request needs), --tokenizer PATH, --kernels deltagen|deltagen-ops|ort,
+//   --max-isa, --ep cpu|webgpu|cuda (the execution provider; kernels apply
+//   to cpu only).
 // State (one prompt only): --load-state FILE continues a saved conversation
 //   (the prompt is appended to it; it may be empty), --save-state FILE writes
 //   the state after the run (atomically). --logits-out F.npy writes f32

@@ -2,7 +2,7 @@
 //                [--context N] [--prefill-chunk 256] [--max-queue 64]
 //                [--cache-mb 4096] [--cache-dir DIR] [--cache-disk-mb 16384] [--no-cache]
 //                [--checkpoint-every 2048] [--load-state F] [--api-key KEY] [--alias NAME]
-//                [--chat-template FILE] [--threads T] [--kernels K] [--max-body-mb 16]
+//                [--chat-template FILE] [--threads T] [--kernels K] [--ep cpu|webgpu|cuda] [--max-body-mb 16]
 //
 // An OpenAI-compatible server (docs/serve.md) with a web chat page at /.
 // --api-key may also come from DELTAGEN_API_KEY (keeps it out of `ps`).

@@ -43,6 +43,7 @@ EngineOptions parse_engine_flags(Args& args) {
   if (e.max_length < 0) fail("--max-length", "must be a positive number of tokens");
   e.tokenizer = args.get_or("tokenizer", "");
   e.kernels = get_kernel_flags(args);
+  e.ep = get_ep_flag(args, "ep");
   return e;
 }
 

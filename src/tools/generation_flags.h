@@ -18,7 +18,7 @@ namespace deltagen {
 // --max-new-tokens must be at least `min_new_tokens` (0: a prefill-only run).
 GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& defaults, int64_t min_new_tokens = 1);
 
-// --threads --max-length --tokenizer --kernels
+// --threads --max-length --tokenizer --kernels --max-isa --ep
 EngineOptions parse_engine_flags(Args& args);
 
 // The per-sequence fields of a result.

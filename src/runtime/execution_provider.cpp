@@ -1,0 +1,112 @@
+#include "runtime/execution_provider.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+#include "deltagen/error.h"
+
+namespace deltagen {
+
+const char* execution_provider_name(ExecutionProvider ep) {
+  switch (ep) {
+    case ExecutionProvider::Cpu: return "cpu";
+    case ExecutionProvider::WebGpu: return "webgpu";
+    case ExecutionProvider::Cuda: return "cuda";
+  }
+  return "?";
+}
+
+ExecutionProvider parse_execution_provider(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (lower == "cpu") return ExecutionProvider::Cpu;
+  if (lower == "webgpu") return ExecutionProvider::WebGpu;
+  if (lower == "cuda") return ExecutionProvider::Cuda;
+  fail("execution provider", "expected cpu, webgpu or cuda, not '" + name + "'");
+}
+
+const char* ort_provider_name(ExecutionProvider ep) {
+  switch (ep) {
+    case ExecutionProvider::Cpu: return "CPUExecutionProvider";
+    case ExecutionProvider::WebGpu: return "WebGpuExecutionProvider";
+    case ExecutionProvider::Cuda: return "CUDAExecutionProvider";
+  }
+  return "?";
+}
+
+namespace {
+
+const char* how_to_get(ExecutionProvider ep) {
+  switch (ep) {
+    case ExecutionProvider::WebGpu:
+      return "use ONNX Runtime 1.30 from npm's onnxruntime-node, which scripts/setup.sh installs";
+    case ExecutionProvider::Cuda:
+      return "use an ONNX Runtime build with CUDA (npm com.github.asus4.onnxruntime.linux-x64-gpu with its "
+             "matching core library; scripts/device_check.sh sets one up) and CUDA 13";
+    case ExecutionProvider::Cpu: break;
+  }
+  return "";
+}
+
+// Mesa prints an error on every start without it; any private folder will do.
+void ensure_xdg_runtime_dir() {
+  if (const char* dir = std::getenv("XDG_RUNTIME_DIR"); dir && *dir) return;
+  const std::string dir = "/tmp/deltagen-runtime-" + std::to_string(getuid());
+  mkdir(dir.c_str(), 0700);
+  setenv("XDG_RUNTIME_DIR", dir.c_str(), 0);
+}
+
+}  // namespace
+
+void append_execution_provider(Ort::SessionOptions& options, ExecutionProvider ep) {
+  if (ep == ExecutionProvider::Cpu) return;
+  const std::string name = execution_provider_name(ep);
+  const auto available = Ort::GetAvailableProviders();
+  if (std::find(available.begin(), available.end(), ort_provider_name(ep)) == available.end())
+    fail("execution provider " + name, std::string("this ONNX Runtime library does not contain it: ") + how_to_get(ep));
+  try {
+    if (ep == ExecutionProvider::WebGpu) {
+      ensure_xdg_runtime_dir();
+      options.AppendExecutionProvider("WebGPU", {});
+    } else {
+      OrtCUDAProviderOptionsV2* cuda = nullptr;
+      Ort::ThrowOnError(Ort::GetApi().CreateCUDAProviderOptions(&cuda));
+      std::unique_ptr<OrtCUDAProviderOptionsV2, void (*)(OrtCUDAProviderOptionsV2*)> owned(
+          cuda, [](OrtCUDAProviderOptionsV2* p) { Ort::GetApi().ReleaseCUDAProviderOptions(p); });
+      options.AppendExecutionProvider_CUDA_V2(*cuda);
+    }
+  } catch (const Ort::Exception& e) {
+    std::string text = e.what();
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    const std::string why = execution_provider_failure(ep, text);
+    fail("execution provider " + name, why.empty() ? "ONNX Runtime cannot add it: " + text : why);
+  }
+}
+
+std::unique_ptr<Ort::MemoryInfo> device_memory_info(ExecutionProvider ep) {
+  switch (ep) {
+    case ExecutionProvider::Cpu: return nullptr;
+    case ExecutionProvider::WebGpu:
+      return std::make_unique<Ort::MemoryInfo>("WebGPU_Buffer", OrtDeviceAllocator, 0, OrtMemTypeDefault);
+    case ExecutionProvider::Cuda: return std::make_unique<Ort::MemoryInfo>("Cuda", OrtDeviceAllocator, 0, OrtMemTypeDefault);
+  }
+  return nullptr;
+}
+
+std::string execution_provider_failure(ExecutionProvider ep, const std::string& ort_message) {
+  auto says = [&](const char* s) { return ort_message.find(s) != std::string::npos; };
+  if (ep == ExecutionProvider::WebGpu && (says("adapter") || says("Adapter") || says("Vulkan")))
+    return "no WebGPU adapter: ONNX Runtime's WebGPU needs a Vulkan driver: a GPU's, or on a machine without one "
+           "Mesa's lavapipe >= 23 (Debian 12: scripts/setup_webgpu.sh installs it from bookworm-backports)";
+  if (ep == ExecutionProvider::Cuda && (says("libcuda") || says("libcudart") || says("libcublas") ||
+                                        says("CUDA driver") || says("cudaError") || says("providers_cuda")))
+    return "CUDA cannot start: it needs an NVIDIA GPU, its driver and CUDA 13's libraries (cudart, cublas) on the "
+           "library path";
+  return "";
+}
+
+}  // namespace deltagen
