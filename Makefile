@@ -20,7 +20,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build demo test check clean test-asan sanitize fuzz
+.PHONY: all setup setup-webgpu configure build demo test check clean test-asan sanitize fuzz
 
 all: build
 
@@ -38,16 +38,21 @@ build: configure
 demo: build
 	@bash scripts/demo.sh $(BUILD)/deltagen $(DEMO_DIR)
 
-test: build
+# The WebGPU tests need a Vulkan adapter: lavapipe where the machine has none
+# (scripts/setup_webgpu.sh says what it changes). make demo does not need it.
+setup-webgpu:
+	@bash scripts/setup_webgpu.sh
+
+test: build setup-webgpu
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-check: build
+check: build setup-webgpu
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
 
 $(ASAN_BUILD)/CMakeCache.txt: | setup
 	cmake -S . -B $(ASAN_BUILD) -DDELTAGEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 
-test-asan: setup $(ASAN_BUILD)/CMakeCache.txt
+test-asan: setup setup-webgpu $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
