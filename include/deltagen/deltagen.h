@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,8 +46,9 @@ struct EngineOptions {
   std::filesystem::path tokenizer;
   // deltagen's kernels and fusions (the default), or ONNX Runtime's own.
   KernelOptions kernels;
-  // Where the model runs; kernels apply to the CPU provider only.
-  ExecutionProvider ep = ExecutionProvider::Cpu;
+  // Where the model runs (kernels apply to the CPU provider only); none =
+  // the provider the model was built for (`build --target`), else the CPU.
+  std::optional<ExecutionProvider> ep;
 };
 
 // A loaded model (and, lazily, its tokenizer). Share it between conversations.

@@ -35,17 +35,21 @@ namespace {
 // One loaded model with its generator and prompt, ready to run.
 class Bench {
  public:
-  Bench(const fs::path& dir, std::string label, const KernelOptions& kernels, ExecutionProvider ep,
+  Bench(const fs::path& dir, std::string label_suffix, const KernelOptions& kernels, std::optional<ExecutionProvider> ep,
         const SessionConfig& session_config, const BenchOptions& o)
       : options_(o) {
-    info_.label = std::move(label);
+    const std::string suffix = std::move(label_suffix);  // the session config entries
     info_.dir = dir;
     info_.graph = graph_facts(dir);
     const int64_t rss_before = current_rss_bytes();
     const double t0 = now_seconds();
     model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels,
                                              .ep = ep, .session_config = session_config});
-    info_.ep = execution_provider_name(ep);
+    info_.ep = execution_provider_name(model_->ep());
+    info_.label = model_label(dir);
+    // What ran it: deltagen's or ORT's CPU kernels, or a device provider.
+    info_.label += model_->ep() == ExecutionProvider::Cpu ? kernel_set_label(kernels.set) : " [" + info_.ep + "]";
+    info_.label += suffix;
     info_.kernels = model_->fast_kernel_nodes() == 0       ? "ort"
                     : kernels.set == KernelSet::DeltagenOps ? "deltagen-ops"
                                                         : "deltagen";
@@ -172,9 +176,7 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
   std::vector<std::unique_ptr<Bench>> benches;
   for (size_t i = 0; i < dirs.size(); ++i) {
     progress.show("loading " + dirs[i].string(), true);
-    std::string label = model_label(dirs[i]);
-    if (options.ep[i] == ExecutionProvider::Cpu) label += kernel_set_label(options.kernels[i].set);
-    else label += std::string(" [") + execution_provider_name(options.ep[i]) + "]";
+    std::string label;
     for (const auto& [key, value] : options.session_config[i]) label += " [" + key + "=" + value + "]";
     benches.push_back(std::make_unique<Bench>(dirs[i], label, options.kernels[i], options.ep[i],
                                                    options.session_config[i], options));

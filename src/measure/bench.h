@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,7 @@ struct BenchOptions {
   KernelOptions kernels[2];
   // Per model: the execution provider (bench --ep / --vs-ep; --vs-ep alone
   // pairs one file against itself on two providers).
-  ExecutionProvider ep[2] = {ExecutionProvider::Cpu, ExecutionProvider::Cpu};
+  std::optional<ExecutionProvider> ep[2];  // none = the model's own
   // Per model: extra session config entries (RuntimeOptions::session_config),
   // so one file can be paired against itself with one kernel switch flipped.
   SessionConfig session_config[2];

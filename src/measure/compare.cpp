@@ -40,10 +40,12 @@ namespace {
 
 class OnnxSource : public LogitSource {
  public:
-  OnnxSource(const fs::path& dir, int threads, int64_t max_length, KernelSet kernels, bool layers, ExecutionProvider ep)
-      : name_(model_label(dir) + (ep == ExecutionProvider::Cpu ? kernel_set_label(kernels)
-                                                                : std::string(" [") + execution_provider_name(ep) + "]")) {
+  OnnxSource(const fs::path& dir, int threads, int64_t max_length, KernelSet kernels, bool layers,
+             std::optional<ExecutionProvider> ep) {
     model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = threads, .kernels = {.set = kernels}, .ep = ep});
+    name_ = model_label(dir) + (model_->ep() == ExecutionProvider::Cpu
+                                    ? kernel_set_label(kernels)
+                                    : std::string(" [") + execution_provider_name(model_->ep()) + "]");
     const int64_t context = model_->config().context_length;
     if (context > 0 && max_length > context)
       fail(dir.string(), "needs " + std::to_string(max_length) + " tokens of context, the model serves " +
@@ -142,7 +144,7 @@ class ReferenceSource : public LogitSource {
 }  // namespace
 
 std::unique_ptr<LogitSource> onnx_source(const fs::path& model_dir, int threads, int64_t max_length,
-                                         KernelSet kernels, bool layers, ExecutionProvider ep) {
+                                         KernelSet kernels, bool layers, std::optional<ExecutionProvider> ep) {
   return std::make_unique<OnnxSource>(model_dir, threads, max_length, kernels, layers, ep);
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <span>
@@ -37,7 +38,7 @@ struct CompareOptions {
   int threads = 0;              // ONNX Runtime intra-op threads; 0 = its default
   bool progress = false;        // a progress line on stderr
   // Where --depth runs A and B (compare --a-ep / --b-ep).
-  ExecutionProvider ep_a = ExecutionProvider::Cpu, ep_b = ExecutionProvider::Cpu;
+  std::optional<ExecutionProvider> ep_a, ep_b;  // none = each model's own
 };
 
 void validate(const CompareOptions& o);
@@ -88,7 +89,7 @@ int64_t feed_windows(LogitSource& a, LogitSource& b, std::span<const int64_t> co
 // the residual stream too (an ONNX model needs a --layer-outputs build; Error otherwise).
 std::unique_ptr<LogitSource> onnx_source(const std::filesystem::path& model_dir, int threads, int64_t max_length,
                                          KernelSet kernels = KernelSet::Deltagen, bool layers = false,
-                                         ExecutionProvider ep = ExecutionProvider::Cpu);
+                                         std::optional<ExecutionProvider> ep = std::nullopt);
 std::unique_ptr<LogitSource> reference_source(const std::filesystem::path& checkpoint_dir, bool layers = false);
 
 // Per-position comparison of two logit rows, accumulated over a corpus.

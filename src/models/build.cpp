@@ -34,6 +34,12 @@ std::vector<int64_t> all_eos_ids(const ModelConfig& cfg, const std::optional<Gen
   return ids;
 }
 
+// onnxruntime-genai's form: [{"webgpu": {}}]; the CPU is its default, an empty list.
+nlohmann::json provider_options(ExecutionProvider target) {
+  if (target == ExecutionProvider::Cpu) return nlohmann::json::array();
+  return nlohmann::json::array({{{execution_provider_name(target), nlohmann::json::object()}}});
+}
+
 // onnxruntime-genai's genai_config.json (model + search sections) for the
 // text-only model. "search" carries generation_config.json's sampling (greedy
 // without one), as onnxruntime-genai's builder does.
@@ -45,7 +51,7 @@ nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, in
       {"type", "qwen3_5_text"},
       {"vocab_size", cfg.vocab_size},
       {"decoder",
-       {{"session_options", {{"log_id", "onnxruntime-genai"}, {"provider_options", json::array()}}},
+       {{"session_options", {{"log_id", "onnxruntime-genai"}, {"provider_options", provider_options(opts.target)}}},
         {"filename", kModelFile},
         {"head_size", cfg.head_dim},
         {"hidden_size", cfg.hidden_size},

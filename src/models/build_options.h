@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "deltagen/options.h"
+
 namespace deltagen {
 
 // Weight storage: float, or block-quantized (com.microsoft.MatMulNBits).
@@ -85,6 +87,14 @@ struct BuildOptions {
                                       // com.microsoft.LinearAttentionGate
   bool gated_rmsnorm = true;        // --no-gated-rmsnorm: Reshape/SimplifiedLayerNormalization/Reshape +
                                     // SiLU + Mul instead of com.microsoft.GatedRMSNorm
+
+  // ---- target -----------------------------------------------------------------------
+  // --target: the execution provider the model is for, written into
+  // genai_config.json's provider_options (onnxruntime-genai's -e), which is
+  // where deltagen and onnxruntime-genai run it unless told otherwise. The
+  // CLI also picks that provider's usual build when --precision is not given
+  // (int4 weights + fp16 activations, "q4f16", for webgpu and cuda).
+  ExecutionProvider target = ExecutionProvider::Cpu;
 
   // ---- files and resources ------------------------------------------------------
   // Rows of the rotary cos/sin cache (the longest context the model serves);

@@ -62,6 +62,23 @@ SamplingOptions search_sampling(const json& search, const std::string& origin) {
 
 }  // namespace
 
+// onnxruntime-genai's form: "provider_options": [{"webgpu": {...}}, ...], in
+// order of preference; the first one deltagen knows is the model's provider.
+static std::optional<ExecutionProvider> first_provider(const nlohmann::json& decoder, const std::string& origin) {
+  auto so = decoder.find("session_options");
+  if (so == decoder.end() || !so->is_object()) return std::nullopt;
+  auto list = so->find("provider_options");
+  if (list == so->end()) return std::nullopt;
+  if (!list->is_array()) fail(origin, "'decoder.session_options.provider_options' is not a list");
+  for (const auto& entry : *list) {
+    if (!entry.is_object() || entry.size() != 1)
+      fail(origin, "'decoder.session_options.provider_options' entries must be {\"name\": {options}}");
+    const std::string name = entry.begin().key();
+    if (name == "cpu" || name == "webgpu" || name == "cuda") return parse_execution_provider(name);
+  }
+  return std::nullopt;
+}
+
 GenaiConfig load_genai_config(const std::filesystem::path& path) {
   const std::string origin = path.string();
   std::ifstream in(path);
@@ -91,6 +108,7 @@ GenaiConfig load_genai_config(const std::filesystem::path& path) {
       if (!inside) fail(origin, "'decoder.filename' " + name.string() + " leads outside the model folder");
       cfg.model_filename = f->get<std::string>();
     }
+    cfg.provider = first_provider(*d, origin);
   }
   if (auto search = j.find("search"); search != j.end()) cfg.sampling = search_sampling(*search, origin);
   return cfg;

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct GenaiConfig {
   // "search": how the checkpoint recommends sampling (its generation_config.json,
   // written there by `deltagen build`). do_sample false (or no section) = greedy.
   SamplingOptions sampling;
+  // model.decoder.session_options.provider_options: the first provider the
+  // model was built for (`build --target`); none = the CPU.
+  std::optional<ExecutionProvider> provider;
 };
 
 // Throws Error naming the file on a missing file, bad JSON or a wrongly typed key.

@@ -233,9 +233,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   // grows by one column every step, so the cache would grow with every token.
   session_options.DisableMemPattern();
   if (options.intra_op_threads > 0) session_options.SetIntraOpNumThreads(options.intra_op_threads);
+  const ExecutionProvider ep = options.ep.value_or(config.provider.value_or(ExecutionProvider::Cpu));
   // deltagen's kernels are CPU code: on another provider the model runs as built.
   KernelOptions kernels = resolved_kernel_options(options.kernels);
-  if (options.ep != ExecutionProvider::Cpu) kernels.set = KernelSet::Ort;
+  if (ep != ExecutionProvider::Cpu) kernels.set = KernelSet::Ort;
   for (const auto& [key, value] : kernel_session_config(kernels))
     session_options.AddConfigEntry(key.c_str(), value.c_str());
   for (const auto& [key, value] : options.session_config) session_options.AddConfigEntry(key.c_str(), value.c_str());
@@ -246,13 +247,13 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     session_options.EnableProfiling(prefix);
 
   ort_env();  // providers log through the environment's logger: it must exist first
-  append_execution_provider(session_options, options.ep);
+  append_execution_provider(session_options, ep);
 
   try {
     if (kernels.set == KernelSet::Ort) {
       Ort::Session session(ort_env(), model_path.c_str(), session_options);
       std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
-      model->ep_ = options.ep;
+      model->ep_ = ep;
       return model;
     }
     rewrite::RewriteSummary rewritten;
@@ -263,8 +264,8 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
     return model;
   } catch (const Ort::Exception& e) {
-    const std::string why = execution_provider_failure(options.ep, ort_error_line(e));
-    if (!why.empty()) fail(std::string("execution provider ") + execution_provider_name(options.ep), why);
+    const std::string why = execution_provider_failure(ep, ort_error_line(e));
+    if (!why.empty()) fail(std::string("execution provider ") + execution_provider_name(ep), why);
     fail(model_path.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));
   }
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,9 @@ ModelIo describe_model_io(const Ort::Session& session);
 struct RuntimeOptions {
   int intra_op_threads = 0;  // 0 = ONNX Runtime's default (one per physical core)
   KernelOptions kernels;  // resolved at load (resolved_kernel_options); the CPU provider's only
-  ExecutionProvider ep = ExecutionProvider::Cpu;
+  // Where the model runs; none = the provider it was built for
+  // (genai_config.json, `build --target`), else the CPU.
+  std::optional<ExecutionProvider> ep;
   // More session config entries (key, value), added after the kernels' own:
   // any ONNX Runtime setting; `bench --session-config` A/B-tests them.
   SessionConfig session_config;

@@ -257,6 +257,12 @@ class Scheduler::Worker {
 Scheduler::Scheduler(std::shared_ptr<Engine> engine, SchedulerOptions options)
     : engine_(std::move(engine)), options_(std::move(options)) {
   if (!engine_) fail("serve", "no engine");
+  const auto& impl = detail::Access::engine(*engine_);
+  const ExecutionProvider ep = impl.model->ep();
+  if (options_.parallel == 0) options_.parallel = ep == ExecutionProvider::Cpu ? 4 : 1;
+  if (ep != ExecutionProvider::Cpu && options_.parallel != 1)
+    fail("--parallel", std::string("execution provider ") + execution_provider_name(ep) +
+                           " runs one sequence at a time: use --parallel 1 (or leave it out)");
   if (options_.parallel < 1 || options_.parallel > HybridState::kMaxBatch)
     fail("serve", "--parallel must be between 1 and " + std::to_string(HybridState::kMaxBatch));
   if (options_.prefill_chunk < 1) fail("serve", "the prefill chunk must be at least 1 token");
@@ -265,7 +271,6 @@ Scheduler::Scheduler(std::shared_ptr<Engine> engine, SchedulerOptions options)
   if (options_.cache) cache_ = std::make_unique<PrefixCache>(options_.cache_options);
   stats_.steps_by_rows.assign(size_t(options_.parallel + 1), 0);
   stats_.seconds_by_rows.assign(size_t(options_.parallel + 1), 0.0);
-  const auto& impl = detail::Access::engine(*engine_);
   worker_ = std::make_unique<Worker>(*this, *impl.model, options_.parallel,
                                      resolve_max_length(*engine_, options_.max_length), impl.tokenizer_or_null());
   thread_ = std::thread([this] { run(); });

@@ -33,7 +33,9 @@
 namespace deltagen::serve {
 
 struct SchedulerOptions {
-  int64_t parallel = 4;             // sequences that decode together
+  // Sequences that decode together; 0 = 4 on the CPU, 1 on a device
+  // provider (whose state runs as one batch-1 twin: runtime/state.h).
+  int64_t parallel = 0;
   int64_t max_length = 0;           // tokens per sequence (prompt + reply); 0 = the engine's
   int64_t prefill_chunk = 256;      // prompt tokens per run between two decode steps
   int64_t max_queue = 64;           // requests waiting for a row; more are refused (Busy)

@@ -142,8 +142,10 @@ KernelSet get_kernels_flag(Args& args, const std::string& flag) {
   fail("--" + flag, "expected deltagen, deltagen-ops or ort, not '" + v + "'");
 }
 
-ExecutionProvider get_ep_flag(Args& args, const std::string& flag) {
-  const std::string v = args.get_or(flag, "cpu");
+std::optional<ExecutionProvider> get_ep_flag(Args& args, const std::string& flag) {
+  const auto given = args.get(flag);
+  if (!given) return std::nullopt;
+  const std::string& v = *given;
   try {
     return parse_execution_provider(v);
   } catch (const Error&) {

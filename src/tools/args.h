@@ -48,8 +48,9 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& what)
 // fused linear-attention layer swapped into ONNX Runtime), "deltagen-ops"
 // (the per-op kernels only), "ort" (ORT's own); else Error.
 KernelSet get_kernels_flag(Args& args, const std::string& flag);
-// --ep-style flag: cpu (the default), webgpu or cuda; else Error.
-ExecutionProvider get_ep_flag(Args& args, const std::string& flag);
+// --ep-style flag: cpu, webgpu or cuda; absent = none (the model's own
+// provider, from `build --target`, else the CPU); else Error.
+std::optional<ExecutionProvider> get_ep_flag(Args& args, const std::string& flag);
 // --kernels and --max-isa as KernelOptions (checked when the model loads).
 KernelOptions get_kernel_flags(Args& args);
 

@@ -38,8 +38,9 @@ int cmd_bench(int argc, char** argv) {
   o.kernels[0].set = get_kernels_flag(args, "kernels");
   o.kernels[1].set = get_kernels_flag(args, "vs-kernels");
   o.ep[0] = get_ep_flag(args, "ep");
-  o.ep[1] = args.get("vs-ep") ? get_ep_flag(args, "vs-ep") : o.ep[0];
-  if (!vs && args.get("vs-ep")) dirs.push_back(dirs[0]);
+  const auto vs_ep = get_ep_flag(args, "vs-ep");
+  o.ep[1] = vs_ep ? vs_ep : o.ep[0];
+  if (!vs && vs_ep) dirs.push_back(dirs[0]);
   o.session_config[0] = get_session_config_flag(args, "session-config");
   o.session_config[1] = get_session_config_flag(args, "vs-session-config");
   const bool as_json = args.flag("json"), as_markdown = args.flag("markdown");

@@ -10,6 +10,8 @@
 //               --no-rotary-in-attention   --no-fuse-projections   --no-linear-attention-gate
 //               --no-gated-rmsnorm
 //   opt-in      --conv-channels-last (conv_state becomes [B, K-1, C])
+//   target      --target cpu|webgpu|cuda (genai_config.json's provider; webgpu/cuda default to
+//               int4 weights + fp16 activations when --precision is not given)
 //   other       --context-length N   --threads N
 // Each flag sets one BuildOptions field (models/build_options.h).
 #include <chrono>
@@ -83,6 +85,19 @@ BuildOptions build_options_from_args(Args& args) {
   o.fuse_projections = !args.flag("no-fuse-projections");
   o.linear_attention_gate = !args.flag("no-linear-attention-gate");
   o.gated_rmsnorm = !args.flag("no-gated-rmsnorm");
+
+  if (auto v = args.get("target")) {
+    try {
+      o.target = parse_execution_provider(*v);
+    } catch (const Error&) {
+      fail("--target", "expected cpu, webgpu or cuda, not '" + *v + "'");
+    }
+  }
+  // A GPU's usual build: int4 weights, fp16 activations (q4f16).
+  if (o.target != ExecutionProvider::Cpu && !args.get("precision")) {
+    o.precision = Precision::Int4;
+    if (!o.activations) o.activations = FloatType::Fp16;
+  }
 
   o.context_length = args.get_int("context-length", o.context_length);
   o.threads = int(args.get_int("threads", o.threads));

@@ -50,7 +50,7 @@ struct LayerJob {
   std::optional<std::string> a_dir, b_dir, reference;
   KernelSet a_kernels = KernelSet::Deltagen, b_kernels = KernelSet::Deltagen;
   measure::DivergenceRule rule;
-  ExecutionProvider a_ep = ExecutionProvider::Cpu, b_ep = ExecutionProvider::Cpu;
+  std::optional<ExecutionProvider> a_ep, b_ep;
 };
 
 // --layers: each model against the reference, or B against A.

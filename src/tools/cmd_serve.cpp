@@ -1,4 +1,4 @@
-// deltagen serve --model DIR [--host 127.0.0.1] [--port 8080] [--parallel 4]
+// deltagen serve --model DIR [--host 127.0.0.1] [--port 8080] [--parallel 4 (1 with a device --ep)]
 //                [--context N] [--prefill-chunk 256] [--max-queue 64]
 //                [--cache-mb 4096] [--cache-dir DIR] [--cache-disk-mb 16384] [--no-cache]
 //                [--checkpoint-every 2048] [--load-state F] [--api-key KEY] [--alias NAME]
@@ -61,7 +61,7 @@ int cmd_serve(int argc, char** argv) {
   if (http.max_body_bytes == 0) fail("--max-body-mb", "must be at least 1");
 
   serve::SchedulerOptions s;
-  s.parallel = args.get_int("parallel", 4);
+  s.parallel = args.get_int("parallel", 0);  // 0: 4 on the CPU, 1 on a device provider
   s.max_length = args.get_int("context", 0);
   if (s.max_length < 0) fail("--context", "must be a positive number of tokens");
   if (engine_options.max_length == 0) engine_options.max_length = s.max_length;
