@@ -1,5 +1,6 @@
 #include "runtime/execution_provider.h"
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,24 +61,66 @@ void ensure_xdg_runtime_dir() {
   setenv("XDG_RUNTIME_DIR", dir.c_str(), 0);
 }
 
+// The folder of the libonnxruntime.so.1 this process runs on ("" if unknown):
+// ORT loads its shared provider libraries from there.
+std::string ort_library_dir() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&OrtGetApiBase), &info) || !info.dli_fname) return "";
+  const std::string path = info.dli_fname;
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// ORT builds without CUDA built in (the npm CPU packages, the Unity 1.29 core
+// that com.github.asus4.onnxruntime.linux-x64-gpu pairs with) leave
+// CUDAExecutionProvider out of GetAvailableProviders() and refuse
+// CreateCUDAProviderOptions, yet load libonnxruntime_providers_cuda.so from
+// their own folder through the legacy OrtCUDAProviderOptions entry point. So
+// for CUDA the test is that file: missing -> "does not contain it"; present but
+// unloadable (no libcuda.so.1, no CUDA 13 libraries) -> the loader's reason.
+void append_cuda(Ort::SessionOptions& options, bool listed) {
+  const std::string dir = ort_library_dir();
+  const std::string provider = (dir.empty() ? "" : dir + "/") + "libonnxruntime_providers_cuda.so";
+  if (!listed && access(provider.c_str(), R_OK) != 0)
+    fail("execution provider cuda", std::string("this ONNX Runtime library does not contain it (no ") + provider +
+                                        "): " + how_to_get(ExecutionProvider::Cuda));
+  if (access(provider.c_str(), R_OK) == 0) {
+    if (void* handle = dlopen(provider.c_str(), RTLD_LAZY | RTLD_LOCAL)) {
+      dlclose(handle);
+    } else {
+      const char* why = dlerror();
+      fail("execution provider cuda", "CUDA cannot start: " + std::string(why ? why : "the provider library does not load") +
+                                          " (it needs an NVIDIA GPU, its driver and CUDA 13's libraries: cudart, "
+                                          "cublas, cublasLt, curand, on the library path)");
+    }
+  }
+  OrtCUDAProviderOptionsV2* cuda = nullptr;
+  if (OrtStatus* status = Ort::GetApi().CreateCUDAProviderOptions(&cuda)) {
+    Ort::GetApi().ReleaseStatus(status);  // "not enabled in this build": the legacy entry point below
+    OrtCUDAProviderOptions legacy{};
+    options.AppendExecutionProvider_CUDA(legacy);
+    return;
+  }
+  std::unique_ptr<OrtCUDAProviderOptionsV2, void (*)(OrtCUDAProviderOptionsV2*)> owned(
+      cuda, [](OrtCUDAProviderOptionsV2* p) { Ort::GetApi().ReleaseCUDAProviderOptions(p); });
+  options.AppendExecutionProvider_CUDA_V2(*cuda);
+}
+
 }  // namespace
 
 void append_execution_provider(Ort::SessionOptions& options, ExecutionProvider ep) {
   if (ep == ExecutionProvider::Cpu) return;
   const std::string name = execution_provider_name(ep);
   const auto available = Ort::GetAvailableProviders();
-  if (std::find(available.begin(), available.end(), ort_provider_name(ep)) == available.end())
+  const bool listed = std::find(available.begin(), available.end(), ort_provider_name(ep)) != available.end();
+  if (!listed && ep != ExecutionProvider::Cuda)
     fail("execution provider " + name, std::string("this ONNX Runtime library does not contain it: ") + how_to_get(ep));
   try {
     if (ep == ExecutionProvider::WebGpu) {
       ensure_xdg_runtime_dir();
       options.AppendExecutionProvider("WebGPU", {});
     } else {
-      OrtCUDAProviderOptionsV2* cuda = nullptr;
-      Ort::ThrowOnError(Ort::GetApi().CreateCUDAProviderOptions(&cuda));
-      std::unique_ptr<OrtCUDAProviderOptionsV2, void (*)(OrtCUDAProviderOptionsV2*)> owned(
-          cuda, [](OrtCUDAProviderOptionsV2* p) { Ort::GetApi().ReleaseCUDAProviderOptions(p); });
-      options.AppendExecutionProvider_CUDA_V2(*cuda);
+      append_cuda(options, listed);
     }
   } catch (const Ort::Exception& e) {
     std::string text = e.what();
