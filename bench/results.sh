@@ -208,6 +208,10 @@ for pair in "${FIDELITY_PAIRS[@]}"; do
 done
 
 # ---- the document ----------------------------------------------------------------------------
+# The WebGPU section is measured by hand (lavapipe is too slow for this script; its commands are
+# in the section): carried over from the previous document as it is.
+webgpu_section=""
+[[ -f $OUT ]] && webgpu_section=$(awk '/^## /{ on = /^## WebGPU/ } on' "$OUT")
 tmp=$OUT.tmp
 {
   cat <<EOF
@@ -277,6 +281,7 @@ $(cat "$BW_ROWS")
 
 $(cat "$FID_MD")
 EOF
+  [[ -n $webgpu_section ]] && printf '\n%s\n' "$webgpu_section"
   if [[ -s $WORK/missing.txt ]]; then
     printf '## Missing\n\nNot available on this commit:\n\n'
     cat "$WORK/missing.txt"

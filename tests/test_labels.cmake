@@ -60,6 +60,7 @@ set(deltagen_label_rules
   "^CompareCli\\.DepthStudy"                             "cli"
   "^(BenchCli|CompareCli|LayerCompareCli)\\."            "cli,golden"
   "^BuilderPrecision\\."                                 "golden"
+  "^EpPlacementGolden\\."                                "golden"        # loads tiny-a on the CPU and on WebGPU (lavapipe: ~1-20 s)
   "^(Bench|GraphFacts|BuilderPrecisionGolden|Builder|Chat|Compare|GatedDeltaNet|LayerCompare|LayerOutputs|OrtextFullModel|ReferenceGolden|RuntimeBatch|RuntimeGolden|Scheduler|Snapshot|SnapshotFile|SwigluGolden|Threads)\\." "golden"
   "^(BuilderGraph|CpuKernels|OrtextFastSession|QuantOrt|RoundTrip)\\." "model"
 )

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -209,9 +211,69 @@ std::string ort_error_line(const Ort::Exception& e) {
   return text;
 }
 
+namespace {
+
+// The environment's log sink (ORT's default one has no way to hand messages
+// to the program): prints from WARNING up as ORT would, and keeps messages
+// for an OrtLogCapture while one lives.
+struct LogCaptureState {
+  std::mutex mutex;
+  bool active = false;
+  OrtLoggingLevel level = ORT_LOGGING_LEVEL_WARNING;
+  std::vector<std::string> messages;
+};
+
+LogCaptureState& log_capture_state() {
+  static LogCaptureState state;
+  return state;
+}
+
+void ORT_API_CALL log_to_stderr(void*, OrtLoggingLevel severity, const char* category, const char* logid,
+                                const char* code_location, const char* message) {
+  LogCaptureState& state = log_capture_state();
+  {
+    std::lock_guard lock(state.mutex);
+    if (state.active && severity >= state.level) state.messages.emplace_back(message);
+  }
+  if (severity < ORT_LOGGING_LEVEL_WARNING) return;
+  static const char kLetters[] = "VIWEF";
+  const char letter = severity >= 0 && severity <= ORT_LOGGING_LEVEL_FATAL ? kLetters[severity] : '?';
+  std::fprintf(stderr, "[%c:%s:%s, %s] %s\n", letter, category, logid, code_location, message);
+}
+
+}  // namespace
+
 Ort::Env& ort_env() {
-  static Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "deltagen");
+  static Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "deltagen", log_to_stderr, nullptr);
   return env;
+}
+
+OrtLogCapture::OrtLogCapture(OrtLoggingLevel level) {
+  LogCaptureState& state = log_capture_state();
+  {
+    std::lock_guard lock(state.mutex);
+    if (state.active) fail("ONNX Runtime log", "already being captured");
+    state.active = true;
+    state.level = level;
+    state.messages.clear();
+  }
+  // Sessions created from now on take this level too (their loggers start
+  // at the environment's level).
+  if (level < ORT_LOGGING_LEVEL_WARNING) ort_env().UpdateEnvWithCustomLogLevel(level);
+}
+
+OrtLogCapture::~OrtLogCapture() {
+  LogCaptureState& state = log_capture_state();
+  if (state.level < ORT_LOGGING_LEVEL_WARNING) ort_env().UpdateEnvWithCustomLogLevel(ORT_LOGGING_LEVEL_WARNING);
+  std::lock_guard lock(state.mutex);
+  state.active = false;
+  state.messages.clear();
+}
+
+std::vector<std::string> OrtLogCapture::messages() const {
+  LogCaptureState& state = log_capture_state();
+  std::lock_guard lock(state.mutex);
+  return state.messages;
 }
 
 Model::Model(fs::path dir, GenaiConfig config, Ort::Session session)
@@ -243,8 +305,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   // DELTAGEN_ORT_PROFILE=PREFIX writes ONNX Runtime's per-node profile
   // (PREFIX_<date>.json, Chrome trace events: "Node" events carry args.op_name
   // and dur in µs) when the session ends; docs/performance.md shows a summary.
-  if (const char* prefix = std::getenv("DELTAGEN_ORT_PROFILE"); prefix && *prefix)
-    session_options.EnableProfiling(prefix);
+  std::string profile_prefix = options.profile_prefix;
+  if (const char* prefix = std::getenv("DELTAGEN_ORT_PROFILE"); profile_prefix.empty() && prefix && *prefix)
+    profile_prefix = prefix;
+  if (!profile_prefix.empty()) session_options.EnableProfiling(profile_prefix.c_str());
 
   ort_env();  // providers log through the environment's logger: it must exist first
   append_execution_provider(session_options, ep);
@@ -254,6 +318,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
       Ort::Session session(ort_env(), model_path.c_str(), session_options);
       std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
       model->ep_ = ep;
+      model->profiling_ = !profile_prefix.empty();
       return model;
     }
     rewrite::RewriteSummary rewritten;
@@ -262,12 +327,20 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
                                                  {.fusions = kernels.set == KernelSet::Deltagen});
     std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
     model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
+    model->profiling_ = !profile_prefix.empty();
     return model;
   } catch (const Ort::Exception& e) {
     const std::string why = execution_provider_failure(ep, ort_error_line(e));
     if (!why.empty()) fail(std::string("execution provider ") + execution_provider_name(ep), why);
     fail(model_path.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));
   }
+}
+
+std::string Model::end_profiling() {
+  if (!profiling_) return "";
+  profiling_ = false;
+  Ort::AllocatorWithDefaultOptions allocator;
+  return session_.EndProfilingAllocated(allocator).get();
 }
 
 int64_t Model::vocab_size() const {

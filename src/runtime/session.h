@@ -71,10 +71,28 @@ struct RuntimeOptions {
   // More session config entries (key, value), added after the kernels' own:
   // any ONNX Runtime setting; `bench --session-config` A/B-tests them.
   SessionConfig session_config;
+  // Non-empty: ONNX Runtime's profiler records every run of the session into
+  // PREFIX_<date>.json (Chrome trace events); Model::end_profiling() closes it.
+  // DELTAGEN_ORT_PROFILE=PREFIX does the same for any command.
+  std::string profile_prefix;
 };
 
 // The process-wide ONNX Runtime environment (created on first use).
 Ort::Env& ort_env();
+
+// While one lives, ONNX Runtime's log messages of `level` and above (for
+// the whole process: the environment's default logger and every session
+// created meanwhile) are kept for messages(), besides being printed as usual
+// from WARNING up. ORT names in them what it decided while loading a model,
+// e.g. which nodes it put on the CPU on purpose. One at a time (Error otherwise).
+class OrtLogCapture {
+ public:
+  explicit OrtLogCapture(OrtLoggingLevel level);
+  ~OrtLogCapture();
+  OrtLogCapture(const OrtLogCapture&) = delete;
+  OrtLogCapture& operator=(const OrtLogCapture&) = delete;
+  std::vector<std::string> messages() const;
+};
 
 // An ONNX Runtime error message on one line (deltagen errors are one line).
 std::string ort_error_line(const Ort::Exception& e);
@@ -93,6 +111,9 @@ class Model {
   int64_t vocab_size() const;
   // How many nodes (MatMulNBits, CausalConvWithState) run on deltagen's kernels.
   int64_t fast_kernel_nodes() const { return fast_kernel_nodes_; }
+  // Stops the profiler (RuntimeOptions::profile_prefix) and returns the path
+  // of the file it wrote; "" when the session was not profiled.
+  std::string end_profiling();
 
  private:
   Model(std::filesystem::path dir, GenaiConfig config, Ort::Session session);
@@ -103,6 +124,7 @@ class Model {
   ModelIo io_;
   int64_t fast_kernel_nodes_ = 0;
   ExecutionProvider ep_ = ExecutionProvider::Cpu;
+  bool profiling_ = false;
 };
 
 }  // namespace deltagen
