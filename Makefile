@@ -5,7 +5,7 @@
 #   make check  the same but the tests labelled `long` (ctest -LE long): the
 #               fast lane, under a minute on 2 cores once built
 # All are idempotent; with nothing changed they only re-run the job.
-# Test labels (tests/test_labels.cmake): unit, golden, model, cli, long; run one
+# Test labels (tests/test_labels.cmake): unit, golden, model, cli, webgpu, long; run one
 # group with `cd build && ctest -L unit` (or -L golden, ...).
 # Reliability (docs/reliability.md):
 #   make test-asan  the test suite built with AddressSanitizer + UBSan (build-asan)

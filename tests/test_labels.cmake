@@ -6,6 +6,9 @@
 #   golden  needs ../shared/golden: its checkpoint built and run, or its outputs
 #   model   builds or runs an ONNX model from a synthetic checkpoint only
 #   cli     runs the deltagen binary
+#   webgpu  runs a model on ONNX Runtime's WebGPU execution provider: needs a
+#           Vulkan adapter (Mesa's lavapipe on a machine without a GPU,
+#           scripts/setup_webgpu.sh); fails, never skips, without one
 #   long    slow (several seconds or more on a 2-core machine): the serve
 #           tests (tests/serve), the long run, the interrupted build, the Qwen3
 #           tokenizer's corpus-wide and CLI tests; `make check` (ctest -LE long)
@@ -27,6 +30,11 @@ set(deltagen_label_rules
   # process; these ones also run the CLI or the whole corpus several times (7-18 s).
   "^TokenizerQwen3\\.(CliEncodesAndDecodes|CliErrors|SynthWithTokenizer)" "cli,long"
   "^TokenizerQwen3\\.(EncodesAtLeast|DecodeInvertsEncode|DecodeOfArbitraryIds|StreamingDecode)" "long"
+
+  # ---- WebGPU (tests/webgpu_*_test.cpp) -----------------------------------------------
+  "^EpCli\\.(UnknownProvider|CudaMissing)"               "cli,golden"
+  "^(EpCli\\.WebGpu|WebGpuGolden\\.Cli)"                 "cli,golden,webgpu"
+  "^(WebGpuGolden|WebGpuPrecision)\\."                   "golden,webgpu"
 
   # ---- tests whose suite says otherwise ---------------------------------------------
   "^Attention\\.(GatedFormFolds|RotaryInsideModel)"      "model"

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 
 #include "deltagen/error.h"
 
@@ -108,6 +109,17 @@ void append_cuda(Ort::SessionOptions& options, bool listed) {
 
 }  // namespace
 
+std::string missing_provider_library(ExecutionProvider ep) {
+  if (ep != ExecutionProvider::Cuda) return "";
+  // ORT looks beside itself: the library that holds its API table.
+  Dl_info info{};
+  if (!dladdr(OrtGetApiBase(), &info) || !info.dli_fname) return "";
+  const std::filesystem::path dir = std::filesystem::path(info.dli_fname).parent_path();
+  for (const char* name : {"libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so"})
+    if (!std::filesystem::exists(dir / name)) return name;
+  return "";
+}
+
 void append_execution_provider(Ort::SessionOptions& options, ExecutionProvider ep) {
   if (ep == ExecutionProvider::Cpu) return;
   const std::string name = execution_provider_name(ep);
@@ -115,6 +127,11 @@ void append_execution_provider(Ort::SessionOptions& options, ExecutionProvider e
   const bool listed = std::find(available.begin(), available.end(), ort_provider_name(ep)) != available.end();
   if (!listed && ep != ExecutionProvider::Cuda)
     fail("execution provider " + name, std::string("this ONNX Runtime library does not contain it: ") + how_to_get(ep));
+  // Checked here rather than left to ORT, whose error only says "Failed to
+  // load shared library" after logging the details on stderr.
+  if (const std::string lib = missing_provider_library(ep); !lib.empty())
+    fail("execution provider " + name,
+         "this ONNX Runtime library does not contain it (no " + lib + " beside it): " + how_to_get(ep));
   try {
     if (ep == ExecutionProvider::WebGpu) {
       ensure_xdg_runtime_dir();
@@ -146,7 +163,9 @@ std::string execution_provider_failure(ExecutionProvider ep, const std::string& 
     return "no WebGPU adapter: ONNX Runtime's WebGPU needs a Vulkan driver: a GPU's, or on a machine without one "
            "Mesa's lavapipe >= 23 (Debian 12: scripts/setup_webgpu.sh installs it from bookworm-backports)";
   if (ep == ExecutionProvider::Cuda && (says("libcuda") || says("libcudart") || says("libcublas") ||
-                                        says("CUDA driver") || says("cudaError") || says("providers_cuda")))
+                                        says("CUDA driver") || says("cudaError") || says("providers_cuda") ||
+                                        // the provider library is there, so what failed to load is CUDA's
+                                        says("Failed to load shared library")))
     return "CUDA cannot start: it needs an NVIDIA GPU, its driver and CUDA 13's libraries (cudart, cublas) on the "
            "library path";
   return "";

@@ -22,6 +22,12 @@ void append_execution_provider(Ort::SessionOptions& options, ExecutionProvider e
 // nullptr for the CPU.
 std::unique_ptr<Ort::MemoryInfo> device_memory_info(ExecutionProvider ep);
 
+// ORT lists CUDA among its providers whenever it was built with it, but
+// loads it from libonnxruntime_providers_shared.so and
+// libonnxruntime_providers_cuda.so beside libonnxruntime.so (the npm CPU
+// package has neither). The first of those that is missing, else "".
+std::string missing_provider_library(ExecutionProvider ep);
+
 // When creating a session on `ep` failed with `ort_message`: a one-line
 // explanation if the cause is the provider's device (no WebGPU adapter, no
 // CUDA driver), else "".
