@@ -77,14 +77,12 @@ std::string ort_library_dir() {
 // CUDAExecutionProvider out of GetAvailableProviders() and refuse
 // CreateCUDAProviderOptions, yet load libonnxruntime_providers_cuda.so from
 // their own folder through the legacy OrtCUDAProviderOptions entry point. So
-// for CUDA the test is that file: missing -> "does not contain it"; present but
-// unloadable (no libcuda.so.1, no CUDA 13 libraries) -> the loader's reason.
-void append_cuda(Ort::SessionOptions& options, bool listed) {
+// for CUDA the test is that file (missing_provider_library, before this);
+// present but unloadable (no libcuda.so.1, no CUDA 13 libraries) -> the
+// loader's reason.
+void append_cuda(Ort::SessionOptions& options) {
   const std::string dir = ort_library_dir();
   const std::string provider = (dir.empty() ? "" : dir + "/") + "libonnxruntime_providers_cuda.so";
-  if (!listed && access(provider.c_str(), R_OK) != 0)
-    fail("execution provider cuda", std::string("this ONNX Runtime library does not contain it (no ") + provider +
-                                        "): " + how_to_get(ExecutionProvider::Cuda));
   if (access(provider.c_str(), R_OK) == 0) {
     if (void* handle = dlopen(provider.c_str(), RTLD_LAZY | RTLD_LOCAL)) {
       dlclose(handle);
@@ -112,9 +110,9 @@ void append_cuda(Ort::SessionOptions& options, bool listed) {
 std::string missing_provider_library(ExecutionProvider ep) {
   if (ep != ExecutionProvider::Cuda) return "";
   // ORT looks beside itself: the library that holds its API table.
-  Dl_info info{};
-  if (!dladdr(OrtGetApiBase(), &info) || !info.dli_fname) return "";
-  const std::filesystem::path dir = std::filesystem::path(info.dli_fname).parent_path();
+  const std::string found = ort_library_dir();
+  if (found.empty()) return "";
+  const std::filesystem::path dir = found;
   for (const char* name : {"libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so"})
     if (!std::filesystem::exists(dir / name)) return name;
   return "";
@@ -137,7 +135,7 @@ void append_execution_provider(Ort::SessionOptions& options, ExecutionProvider e
       ensure_xdg_runtime_dir();
       options.AppendExecutionProvider("WebGPU", {});
     } else {
-      append_cuda(options, listed);
+      append_cuda(options);
     }
   } catch (const Ort::Exception& e) {
     std::string text = e.what();
