@@ -18,6 +18,7 @@
 #include "measure/layer_compare.h"
 #include "models/build.h"
 #include "synth/synth.h"
+#include "cli_errors.h"
 #include "test_util.h"
 #include "deltagen/error.h"
 
@@ -277,15 +278,7 @@ TEST(LayerCompareCli, TextAndJson) {
   EXPECT_EQ(jb["layer_comparisons"][1]["first_divergence"]["row"], 4);
 }
 
-// The error is one line, starts with "error: " and says `phrase`.
-void expect_one_line_error(const test::CliResult& r, const std::string& phrase) {
-  EXPECT_NE(r.exit_code, 0);
-  const size_t at = r.err.rfind("error: ");
-  ASSERT_NE(at, std::string::npos) << r.err;
-  const std::string line = r.err.substr(at);
-  EXPECT_EQ(line.find('\n'), line.size() - 1) << r.err;
-  EXPECT_NE(line.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << r.err;
-}
+using test::expect_one_line_error;
 
 TEST(LayerCompareCli, BadFlagsGiveOneLineErrors) {
   const std::string ck = golden_checkpoint().string(), fp32 = models().fp32.string();

@@ -19,6 +19,7 @@
 #include "runtime/session.h"
 #include "runtime/snapshot.h"
 #include "runtime_fixtures.h"
+#include "cli_errors.h"
 #include "test_util.h"
 #include "webgpu_fixtures.h"
 #include "util/npy.h"
@@ -157,16 +158,7 @@ TEST(WebGpuGolden, CliGeneratesTheGoldenTokens) {
 
 // ---- --ep failures: one line, nonzero exit ------------------------------------------
 
-// The error is the last line of stderr and says `phrase` (ORT or Dawn may log
-// warnings of their own before it).
-void expect_one_line_error(const test::CliResult& r, const std::string& phrase) {
-  EXPECT_NE(r.exit_code, 0);
-  const size_t at = r.err.rfind("error: ");
-  ASSERT_NE(at, std::string::npos) << r.err;
-  const std::string line = r.err.substr(at);
-  EXPECT_EQ(line.find('\n'), line.size() - 1) << r.err;
-  EXPECT_NE(line.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << line;
-}
+using test::expect_one_line_error;
 
 // `deltagen generate --ep <ep>` on the golden model; `env` (NAME=VALUE)
 // reaches the CLI's process only, through env(1) given as the program.
