@@ -91,6 +91,14 @@ uint8_t unpack_code(const uint8_t* packed, int64_t index, int bits) {
 
 QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,
                                 int threads, const RowsDone& rows_done) {
+  return quantize_matrix(rows, cols, format, source, threads, rows_done,
+                         [&format, cols](float* row, uint8_t* codes, float* scales, uint8_t* zero_points) {
+                           quantize_row(row, cols, format, codes, scales, zero_points);
+                         });
+}
+
+QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,
+                                int threads, const RowsDone& rows_done, const RowQuantizer& fit_row) {
   check_block_format(format);
   QuantizedMatrix m;
   m.rows = rows;
@@ -114,7 +122,7 @@ QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& f
         reported = r;
       }
       source(r, values.data());
-      quantize_row(values.data(), cols, format, codes.data(), &m.scales[size_t(r * blocks)], zero_points.data());
+      fit_row(values.data(), codes.data(), &m.scales[size_t(r * blocks)], zero_points.data());
       pack_codes(codes.data(), int64_t(codes.size()), format.bits, &m.packed[size_t(r * row_bytes)]);
       if (!format.symmetric) pack_codes(zero_points.data(), blocks, format.bits, &m.zero_points[size_t(r * zp_bytes)]);
     }

@@ -72,6 +72,13 @@ using RowsDone = std::function<void(int64_t begin, int64_t end)>;
 QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,
                                 int threads, const RowsDone& rows_done = nullptr);
 
+// Fits one row of K values like quantize_row (same outputs); may change `row`.
+using RowQuantizer = std::function<void(float* row, uint8_t* codes, float* scales, uint8_t* zero_points)>;
+// quantize_matrix with another way to fit each row (quant_methods.h); it is
+// called from several threads at once.
+QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,
+                                int threads, const RowsDone& rows_done, const RowQuantizer& fit_row);
+
 // The scalar reference: (q - zero_point) * scale for every element, [rows, cols].
 std::vector<float> dequantize_matrix(const QuantizedMatrix& m);
 
