@@ -14,6 +14,7 @@
 #include "checkpoint/generation_config.h"
 #include "graph/onnx_writer.h"
 #include "models/precision_plan.h"
+#include "models/quant_recipe.h"
 #include "models/qwen35.h"
 #include "util/atomic_file.h"
 #include "deltagen/error.h"
@@ -163,6 +164,7 @@ void validate_build_options(const BuildOptions& opts) {
                                  std::to_string(kMaxContextLength));
   if (opts.external_data_threshold < 0) fail("build", "external_data_threshold must not be negative");
   if (opts.threads < 0) fail("--threads", "must not be negative, got " + std::to_string(opts.threads));
+  validate_quantization_options(opts);
 }
 
 BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, const fs::path& out_dir) {
@@ -177,8 +179,10 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
                                   " is more than the supported context " + std::to_string(kMaxContextLength) +
                                   "; pass a shorter --context-length");
 
+  // Calibration and the mixed plan run before anything is written.
+  const QuantRecipe recipe = prepare_quantization(ckpt, opts, plan_precision(opts));
   graph::GraphBuilder builder("main_graph");
-  build_qwen35_graph(ckpt, opts, report.context_length, builder);
+  build_qwen35_graph(ckpt, opts, report.context_length, builder, recipe);
   report.node_count = builder.graph().node_size();
   onnx::ModelProto model = graph::make_model(builder, {{"", 21}, {graph::kMsDomain, 1}}, 10, "deltagen");
 
@@ -194,6 +198,8 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
   const std::optional<GenerationDefaults> gen = read_generation_config(ckpt.dir());
   write_file_atomic(dir.path() / "genai_config.json",
                     genai_config(cfg, opts, report.context_length, gen).dump(4) + "\n");
+  if (!recipe.report.is_null())
+    write_file_atomic(dir.path() / "quantization.json", recipe.report.dump(2) + "\n");
   copy_files_into(ckpt.tokenizer_files(), dir.path());
   dir.commit();
   return report;

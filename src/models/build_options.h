@@ -4,10 +4,12 @@
 // its comment; docs/graph-optimizations.md measures what each one changes.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "deltagen/options.h"
+#include "quant/quant_methods.h"
 
 namespace deltagen {
 
@@ -57,6 +59,21 @@ struct BuildOptions {
   // GatherBlockQuantized: the lm_head's own when tied (stored once), its own
   // quantized copy when untied. The embedding is quantized like the lm_head.
   bool quantized_embedding_gather = true;
+
+  // ---- how quantized blocks are fitted (quant/quant_methods.h, docs/quantization.md) ----
+  // --quant-method rtn|search|gptq: round to nearest, scale search, or GPTQ's
+  // error feedback (needs --calibration); awq is refused.
+  quant::QuantMethod quant_method = quant::QuantMethod::Rtn;
+  // --calibration TEXT_FILE: text run through the float64 reference, so that
+  // errors are weighted by what each projection's inputs look like (encoded
+  // with the checkpoint's tokenizer.json). --calibration-tokens: how many of its tokens.
+  std::filesystem::path calibration;
+  int64_t calibration_tokens = 1024;
+  // --bits-budget B: mixed precision: each group of projections that reads one
+  // input gets int4 (the build's block size or coarser) or int8 by its
+  // measured effect on KL, within B bits per weight on average (scales and
+  // zero points counted). Needs --precision int4 and --calibration. 0 = off.
+  double bits_budget = 0;
 
   // ---- graph I/O ------------------------------------------------------------------
   bool exclude_embeds = false;   // --exclude-embeds: input inputs_embeds [B,S,H] instead of input_ids

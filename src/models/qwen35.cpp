@@ -27,9 +27,22 @@ const Dim kTotal = std::string("total_sequence_length");
 
 }  // namespace
 
-Graph::Graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length, graph::GraphBuilder& b)
-    : ckpt_(ckpt), cfg_(ckpt.config()), opts_(opts), plan_(plan_precision(opts)), context_length_(context_length),
-      b_(b) {}
+namespace {
+
+// The plan with the recipe's lm_head format (--bits-budget), which the
+// embedding table follows.
+PrecisionPlan plan_with_recipe(const Checkpoint& ckpt, const BuildOptions& opts, const QuantRecipe& recipe) {
+  PrecisionPlan plan = plan_precision(opts);
+  plan.lm_head = recipe.format_for({ckpt.lm_head_name()}, plan.lm_head);
+  return plan;
+}
+
+}  // namespace
+
+Graph::Graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length, graph::GraphBuilder& b,
+             const QuantRecipe& recipe)
+    : ckpt_(ckpt), cfg_(ckpt.config()), opts_(opts), plan_(plan_with_recipe(ckpt, opts, recipe)),
+      recipe_(recipe), context_length_(context_length), b_(b) {}
 
 void Graph::build() {
   declare_io();
@@ -178,7 +191,8 @@ std::string Graph::embed_tokens() {
     const bool shared = tied() && !opts_.exclude_lm_head;
     QuantizedWeight table = quantized_weight(ckpt_, {tensor},
                                              shared ? weight_name_for("/lm_head/MatMul") : "model.embed_tokens.weight",
-                                             f, run_dtype("MatMulNBits"), opts_.threads);
+                                             f, run_dtype("MatMulNBits"), opts_.threads,
+                                             recipe_.fit_for({tensor}, run_dtype("MatMulNBits")));
     weight(table.packed);
     weight(table.scales);
     if (!f.symmetric) weight(table.zero_points);
@@ -238,12 +252,12 @@ void Graph::lm_head(const std::string& normed) {
 }  // namespace qwen35
 
 void build_qwen35_graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length,
-                        graph::GraphBuilder& b) {
+                        graph::GraphBuilder& b, const QuantRecipe& recipe) {
   const ModelConfig& cfg = ckpt.config();
   if (cfg.rotary_dim() % 2 != 0 || cfg.rotary_dim() <= 0)
     fail("config.json", "rotary_dim " + std::to_string(cfg.rotary_dim()) + " must be even and positive");
   if (context_length <= 0) fail("build", "context length must be positive");
-  qwen35::Graph(ckpt, opts, context_length, b).build();
+  qwen35::Graph(ckpt, opts, context_length, b, recipe).build();
 }
 
 }  // namespace deltagen

@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint.h"
 #include "graph/graph_builder.h"
 #include "models/build_options.h"
+#include "models/quant_recipe.h"
 
 namespace deltagen {
 
@@ -38,7 +39,8 @@ inline std::string present_recurrent_state(int64_t n) { return "present." + std:
 // Adds the whole model to `b`: graph I/O, nodes and (lazy) weights read from
 // `ckpt`, which must outlive the write. context_length (resolved, > 0) = rotary
 // cache rows; opts supplies the remaining switches.
+// `recipe`: how quantized weights are fitted (default: round to nearest, the plan's formats).
 void build_qwen35_graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length,
-                        graph::GraphBuilder& b);
+                        graph::GraphBuilder& b, const QuantRecipe& recipe = {});
 
 }  // namespace deltagen

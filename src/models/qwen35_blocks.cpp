@@ -24,11 +24,13 @@ std::string Graph::matmul_nbits(const std::string& path, const std::string& x, c
 }
 
 std::string Graph::matmul(const std::string& path, const std::string& x, const std::vector<std::string>& tensors,
-                          const WeightFormat& format, const std::string& output) {
+                          const WeightFormat& planned, const std::string& output) {
   const std::string node_name = path + "/MatMul";
+  const WeightFormat format = recipe_.format_for(tensors, planned);
   if (format.quantized) {
     QuantizedWeight w = quantized_weight(ckpt_, tensors, weight_name_for(node_name), format.block,
-                                         run_dtype("MatMulNBits"), opts_.threads);
+                                         run_dtype("MatMulNBits"), opts_.threads,
+                                         recipe_.fit_for(tensors, run_dtype("MatMulNBits")));
     weight(w.packed);
     weight(w.scales);
     if (!format.block.symmetric) weight(w.zero_points);

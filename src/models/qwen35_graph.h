@@ -26,6 +26,7 @@
 #include "graph/graph_builder.h"
 #include "models/build_options.h"
 #include "models/precision_plan.h"
+#include "models/quant_recipe.h"
 #include "models/weights.h"
 
 namespace deltagen::qwen35 {
@@ -46,7 +47,8 @@ struct Projection {
 
 class Graph {
  public:
-  Graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length, graph::GraphBuilder& b);
+  Graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length, graph::GraphBuilder& b,
+        const QuantRecipe& recipe);
   void build();
 
  private:
@@ -132,6 +134,7 @@ class Graph {
   const ModelConfig& cfg_;
   const BuildOptions& opts_;
   const PrecisionPlan plan_;
+  const QuantRecipe& recipe_;
   const int64_t context_length_;
   graph::GraphBuilder& b_;
 

@@ -203,7 +203,7 @@ graph::Initializer matmul_weight(const Checkpoint& ckpt, const std::vector<std::
 
 QuantizedWeight quantized_weight(const Checkpoint& ckpt, const std::vector<std::string>& tensors,
                                  const std::string& name, const quant::BlockFormat& format, DataType scale_dtype,
-                                 int threads) {
+                                 int threads, const quant::FitOptions& fit) {
   quant::check_block_format(format);
   check_float_dtype(scale_dtype, name);
   StackedRows shape(ckpt, tensors);
@@ -215,11 +215,11 @@ QuantizedWeight quantized_weight(const Checkpoint& ckpt, const std::vector<std::
     std::optional<quant::QuantizedMatrix> result;
   };
   auto shared = std::make_shared<Shared>();
-  auto get = [&ckpt, tensors, format, threads, shared]() -> quant::QuantizedMatrix& {
+  auto get = [&ckpt, tensors, format, threads, shared, fit]() -> quant::QuantizedMatrix& {
     if (!shared->result) {
       StackedRows src(ckpt, tensors);
       shared->result = quant::quantize_matrix(
-          src.rows(), src.cols(), format, [&src](int64_t r, float* dst) { src.read_row(r, dst); }, threads,
+          src.rows(), src.cols(), format, fit, [&src](int64_t r, float* dst) { src.read_row(r, dst); }, threads,
           [&src](int64_t begin, int64_t end) { src.drop_rows(begin, end); });
       src.drop_pages();
     }

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "graph/graph_builder.h"
 #include "quant/block_quant.h"
+#include "quant/quant_methods.h"
 
 namespace deltagen {
 
@@ -32,8 +33,9 @@ graph::Initializer matmul_weight(const Checkpoint& ckpt, const std::vector<std::
                                  const std::string& name, graph::DataType dtype, int threads);
 
 // The initializers of one MatMulNBits weight: linear weights [N_i, K] stacked
-// along N and block-quantized (quant/block_quant.h). They share one
-// quantization pass, run when the first of them is written.
+// along N and block-quantized (quant/block_quant.h) by the method of `fit`
+// (quant/quant_methods.h). They share one quantization pass, run when the
+// first of them is written.
 struct QuantizedWeight {
   graph::Initializer packed;       // uint8 [N, blocks, block_bytes]   "<name>_Q4" / "_Q8"
   graph::Initializer scales;       // [N, blocks] in scale_dtype        "<name>_scales"
@@ -42,7 +44,7 @@ struct QuantizedWeight {
 };
 QuantizedWeight quantized_weight(const Checkpoint& ckpt, const std::vector<std::string>& tensors,
                                  const std::string& name, const quant::BlockFormat& format,
-                                 graph::DataType scale_dtype, int threads);
+                                 graph::DataType scale_dtype, int threads, const quant::FitOptions& fit = {});
 
 // A small weight computed at build time, stored as `dtype`.
 graph::Initializer computed_weight(const std::string& name, const std::vector<int64_t>& dims,

@@ -34,8 +34,7 @@ double block_error(const float* w, const double* importance, int64_t n, const Bl
 }
 
 // Clip factors tried by `search`: RTN's range (1.0) first, so that a tie keeps RTN.
-constexpr float kSymmetricClips[] = {1.0f,  0.975f, 0.95f, 0.925f, 0.9f, 0.875f, 0.85f, 0.825f, 0.8f, 0.775f,
-                                     0.75f, 0.725f, 0.7f,  0.675f, 0.65f, 0.625f, 0.6f, 0.575f, 0.55f};
+constexpr float kSymmetricClips[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f, 0.7f, 0.65f, 0.6f};
 constexpr float kAsymmetricClips[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f, 0.7f, 0.6f};
 
 // The scale (and zero point) of least weighted squared error over the

@@ -5,7 +5,7 @@
 //
 //   rtn     round to nearest: the block's largest magnitude sets the scale
 //           (block_quant.h). Needs nothing; deltagen's default.
-//   search  per block, tries clipped ranges (scales 0.55x .. 1x of RTN's, from
+//   search  per block, tries clipped ranges (scales 0.6x .. 1x of RTN's, from
 //           both ends of the signed code range) and keeps the one with the least
 //           squared error, each input channel weighted by its importance (its
 //           mean square over a calibration text) when one is given, else equally.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "deltagen/error.h"
+#include "quant/parallel.h"
 #include "reference/qwen35_ops.h"
 
 namespace deltagen {
@@ -45,12 +46,26 @@ Matrix64 load_matrix(const Checkpoint& ck, const std::string& name, int64_t rows
 
 // ---- helpers on whole matrices (the per-row math is in qwen35_ops.h) ----------------
 
-// A Linear layer without bias: x [T][in], w [out][in] -> [T][out].
+// A Linear layer without bias: x [T][in], w [out][in] -> [T][out]. Large
+// ones are split over threads by output rows: each value is the same dot
+// product whatever the split.
 Matrix64 linear(const Matrix64& x, const Matrix64& w) {
   Matrix64 y(x.rows, w.rows);
-  for (int64_t t = 0; t < x.rows; ++t)
-    for (int64_t o = 0; o < w.rows; ++o) y.row(t)[o] = ref::dot(x.row(t), w.row(o), w.cols);
+  const int threads = x.rows * w.rows * w.cols >= (int64_t(1) << 22) ? 0 : 1;
+  quant::parallel_for(w.rows, threads, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t t = 0; t < x.rows; ++t)
+      for (int64_t o = begin; o < end; ++o) y.row(t)[o] = ref::dot(x.row(t), w.row(o), w.cols);
+  });
   return y;
+}
+
+// Reports a Linear layer's input to the observer, if any, with its weights' names.
+void observe_input(const LinearInputObserver* observe, const std::string& prefix,
+                   std::initializer_list<const char*> weights, const Matrix64& x) {
+  if (!observe || !*observe) return;
+  std::vector<std::string> names;
+  for (const char* w : weights) names.push_back(prefix + w + ".weight");
+  (*observe)(names, x);
 }
 
 // Offset RMSNorm applied to every row of x (all norms of the residual stream).
@@ -78,6 +93,7 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     LayerWeights w;
+    w.prefix = p;
     w.full = c.is_full(i);
     w.input_norm = load_vector(ck, p + "input_layernorm.weight", H);
     w.post_norm = load_vector(ck, p + "post_attention_layernorm.weight", H);
@@ -109,7 +125,8 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
     layers_.push_back(std::move(w));
   }
   final_norm_ = load_vector(ck, "norm.weight", H);
-  if (ck.lm_head_name() != "embed_tokens.weight") lm_head_ = load_matrix(ck, ck.lm_head_name(), c.vocab_size, H);
+  lm_head_name_ = ck.lm_head_name();
+  if (lm_head_name_ != "embed_tokens.weight") lm_head_ = load_matrix(ck, lm_head_name_, c.vocab_size, H);
 
   inv_freq_ = ref::rope_inv_freq(c.rope_theta, c.rotary_dim());
 }
@@ -137,11 +154,12 @@ ReferenceState ReferenceModel::new_state() const {
 // Gated full attention over x [T][hidden] (already input-normed), tokens at
 // positions pos0 .. pos0+T-1; appends their keys/values to the cache.
 Matrix64 ReferenceModel::full_attention(const LayerWeights& w, const Matrix64& x, int64_t pos0,
-                                        KvCache& cache) const {
+                                        KvCache& cache, const LinearInputObserver* observe) const {
   const ModelConfig& c = cfg_;
   const int64_t T = x.rows, nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
   const double eps = c.rms_norm_eps;
 
+  observe_input(observe, w.prefix + "self_attn.", {"q_proj", "k_proj", "v_proj"}, x);
   Matrix64 qg = linear(x, w.attn.q_proj);  // [T][nh * 2hd]: per head [query(hd) | gate(hd)]
   Matrix64 k = linear(x, w.attn.k_proj);   // [T][nkv * hd]
   Matrix64 v = linear(x, w.attn.v_proj);   // [T][nkv * hd]
@@ -187,19 +205,22 @@ Matrix64 ReferenceModel::full_attention(const LayerWeights& w, const Matrix64& x
     }
     ref::sigmoid_gate(out.row(t), gate.row(t), nh * hd);  // the gate in head order
   }
+  observe_input(observe, w.prefix + "self_attn.", {"o_proj"}, out);
   return linear(out, w.attn.o_proj);  // [T][hidden]
 }
 
 // Gated DeltaNet over x [T][hidden] (already input-normed), one token at a
 // time: the per-token recurrence is mathematically identical to HF's chunked
 // prefill and is what HF itself runs for decode.
-Matrix64 ReferenceModel::gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st) const {
+Matrix64 ReferenceModel::gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st,
+                                         const LinearInputObserver* observe) const {
   const ModelConfig& c = cfg_;
   const int64_t T = x.rows, K = c.linear_conv_kernel_dim, C = c.conv_dim();
   const int64_t nk = c.linear_num_key_heads, nv = c.linear_num_value_heads;
   const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
   const DeltaNetWeights& lw = w.lin;
 
+  observe_input(observe, w.prefix + "linear_attn.", {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"}, x);
   Matrix64 mixed = linear(x, lw.in_proj_qkv);  // [T][conv_dim]: [q (nk*dk) | k (nk*dk) | v (nv*dv)]
   Matrix64 z = linear(x, lw.in_proj_z);        // [T][nv * dv]
   Matrix64 b = linear(x, lw.in_proj_b);        // [T][nv]
@@ -231,13 +252,16 @@ Matrix64 ReferenceModel::gated_delta_net(const LayerWeights& w, const Matrix64& 
       ref::gated_rms_norm(o, z.row(t) + h * dv, lw.norm.data(), dv, c.rms_norm_eps);
     }
   }
+  observe_input(observe, w.prefix + "linear_attn.", {"out_proj"}, core);
   return linear(core, lw.out_proj);  // [T][hidden]
 }
 
 // SwiGLU MLP: down(silu(gate(x)) * up(x)).
-Matrix64 ReferenceModel::mlp(const LayerWeights& w, const Matrix64& x) const {
+Matrix64 ReferenceModel::mlp(const LayerWeights& w, const Matrix64& x, const LinearInputObserver* observe) const {
+  observe_input(observe, w.prefix + "mlp.", {"gate_proj", "up_proj"}, x);
   Matrix64 g = linear(x, w.gate_proj), u = linear(x, w.up_proj);  // [T][intermediate]
   for (size_t i = 0; i < g.data.size(); ++i) g.data[i] = ref::silu(g.data[i]) * u.data[i];
+  observe_input(observe, w.prefix + "mlp.", {"down_proj"}, g);
   return linear(g, w.down_proj);  // [T][hidden]
 }
 
@@ -245,34 +269,88 @@ Matrix64 ReferenceModel::mlp(const LayerWeights& w, const Matrix64& x) const {
 
 Matrix64 ReferenceModel::forward(const std::vector<int64_t>& ids, ReferenceState& state,
                                  ReferenceTrace* trace) const {
+  Matrix64 h = embed(ids);
+  if (trace) trace->hidden.assign(1, h);
+  run_layers(0, h, state, trace);
+  Matrix64 normed = final_norm(h);
+  if (trace && trace->linear_inputs) trace->linear_inputs({lm_head_name_}, normed);
+  return linear(normed, logits_weight());
+}
+
+Matrix64 ReferenceModel::embed(const std::vector<int64_t>& ids) const {
   const ModelConfig& c = cfg_;
   const int64_t T = int64_t(ids.size()), H = c.hidden_size;
-  if (int64_t(state.kv.size()) != c.num_hidden_layers || int64_t(state.deltanet.size()) != c.num_hidden_layers)
-    fail("reference", "state does not belong to this model (use new_state())");
   for (int64_t id : ids)
     if (id < 0 || id >= c.vocab_size)
       fail("reference", "token id " + std::to_string(id) + " outside the vocabulary [0, " +
                             std::to_string(c.vocab_size) + ")");
-
   // Embedding lookup, no scaling.
   Matrix64 h(T, H);
   for (int64_t t = 0; t < T; ++t) std::copy(embed_.row(ids[size_t(t)]), embed_.row(ids[size_t(t)]) + H, h.row(t));
-  if (trace) trace->hidden.assign(1, h);
+  return h;
+}
 
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+void ReferenceModel::run_layers(int64_t first, Matrix64& h, ReferenceState& state, ReferenceTrace* trace) const {
+  const ModelConfig& c = cfg_;
+  if (int64_t(state.kv.size()) != c.num_hidden_layers || int64_t(state.deltanet.size()) != c.num_hidden_layers)
+    fail("reference", "state does not belong to this model (use new_state())");
+  if (first < 0 || first > c.num_hidden_layers || h.cols != c.hidden_size)
+    throw std::logic_error("run_layers: layer or width out of range");
+  const LinearInputObserver* observe = trace ? &trace->linear_inputs : nullptr;
+  for (int64_t i = first; i < c.num_hidden_layers; ++i) {
     const LayerWeights& w = layers_[size_t(i)];
     // Pre-norm residual block: x += mixer(norm(x)); x += mlp(norm(x)).
     Matrix64 normed = rms_norm_rows(h, w.input_norm, c.rms_norm_eps);
-    Matrix64 mixed = w.full ? full_attention(w, normed, state.position, state.kv[size_t(i)])
-                            : gated_delta_net(w, normed, state.deltanet[size_t(i)]);
+    Matrix64 mixed = w.full ? full_attention(w, normed, state.position, state.kv[size_t(i)], observe)
+                            : gated_delta_net(w, normed, state.deltanet[size_t(i)], observe);
     for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += mixed.data[e];
-    Matrix64 m = mlp(w, rms_norm_rows(h, w.post_norm, c.rms_norm_eps));
+    Matrix64 m = mlp(w, rms_norm_rows(h, w.post_norm, c.rms_norm_eps), observe);
     for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += m.data[e];
     if (trace) trace->hidden.push_back(h);
   }
-  state.position += T;
+  state.position += h.rows;
+}
 
-  return linear(rms_norm_rows(h, final_norm_, c.rms_norm_eps), lm_head_.rows ? lm_head_ : embed_);
+Matrix64 ReferenceModel::final_norm(const Matrix64& h) const {
+  return rms_norm_rows(h, final_norm_, cfg_.rms_norm_eps);
+}
+
+Matrix64& ReferenceModel::linear_weight(const std::string& tensor) {
+  if (tensor == lm_head_name_) return lm_head_.rows ? lm_head_ : embed_;
+  for (LayerWeights& w : layers_) {
+    if (tensor.rfind(w.prefix, 0) != 0) continue;
+    const std::string rest = tensor.substr(w.prefix.size());
+    if (rest == "mlp.gate_proj.weight") return w.gate_proj;
+    if (rest == "mlp.up_proj.weight") return w.up_proj;
+    if (rest == "mlp.down_proj.weight") return w.down_proj;
+    if (w.full) {
+      if (rest == "self_attn.q_proj.weight") return w.attn.q_proj;
+      if (rest == "self_attn.k_proj.weight") return w.attn.k_proj;
+      if (rest == "self_attn.v_proj.weight") return w.attn.v_proj;
+      if (rest == "self_attn.o_proj.weight") return w.attn.o_proj;
+    } else {
+      if (rest == "linear_attn.in_proj_qkv.weight") return w.lin.in_proj_qkv;
+      if (rest == "linear_attn.in_proj_z.weight") return w.lin.in_proj_z;
+      if (rest == "linear_attn.in_proj_b.weight") return w.lin.in_proj_b;
+      if (rest == "linear_attn.in_proj_a.weight") return w.lin.in_proj_a;
+      if (rest == "linear_attn.out_proj.weight") return w.lin.out_proj;
+    }
+  }
+  fail(tensor, "is not a Linear weight of the reference model");
+}
+
+std::vector<std::string> ReferenceModel::linear_weight_names() const {
+  std::vector<std::string> names;
+  for (const LayerWeights& w : layers_) {
+    const std::vector<std::string> mixer =
+        w.full ? std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"}
+               : std::vector<std::string>{"linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.in_proj_b",
+                                          "linear_attn.in_proj_a", "linear_attn.out_proj"};
+    for (const std::string& m : mixer) names.push_back(w.prefix + m + ".weight");
+    for (const char* m : {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) names.push_back(w.prefix + m + ".weight");
+  }
+  names.push_back(lm_head_name_);
+  return names;
 }
 
 // ---- state access for tests ------------------------------------------------------------------

@@ -16,6 +16,8 @@
 //   Matrix64 next = model.forward({token}, state);         // decode:  [1][vocab]
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
@@ -59,11 +61,17 @@ struct ReferenceState {
   std::vector<DeltaNetState> deltanet;  // [num_layers]; used by linear layers only
 };
 
+// Called with the input x [T][in] of every Linear layer and the checkpoint
+// names of the weights that read it ("layers.0.mlp.gate_proj.weight",
+// "layers.0.mlp.up_proj.weight"): calibration statistics for quantization.
+using LinearInputObserver = std::function<void(const std::vector<std::string>& weights, const Matrix64& x)>;
+
 // Optional intermediate values of one forward call.
 struct ReferenceTrace {
   // [num_layers + 1] x [T][hidden]: index 0 = embeddings, index i + 1 = the
   // residual stream after layer i (before the final norm).
   std::vector<Matrix64> hidden;
+  LinearInputObserver linear_inputs;  // when set
 };
 
 class ReferenceModel {
@@ -84,6 +92,24 @@ class ReferenceModel {
   // the vocabulary.
   Matrix64 forward(const std::vector<int64_t>& ids, ReferenceState& state,
                    ReferenceTrace* trace = nullptr) const;
+
+  // The pieces of forward(), for studies that rerun part of the model
+  // (quantization sensitivity): the embeddings of `ids` [T][hidden]; layers
+  // [first, num_layers) over the residual stream h (updated in place, only
+  // those layers' states change); the final norm; the logits weight
+  // [vocab][hidden] (lm_head, or the embedding when tied).
+  Matrix64 embed(const std::vector<int64_t>& ids) const;
+  void run_layers(int64_t first, Matrix64& h, ReferenceState& state, ReferenceTrace* trace = nullptr) const;
+  Matrix64 final_norm(const Matrix64& h) const;
+  const Matrix64& logits_weight() const { return lm_head_.rows ? lm_head_ : embed_; }
+  const std::string& lm_head_name() const { return lm_head_name_; }  // "embed_tokens.weight" when tied
+
+  // The fp64 copy of a 2-D Linear weight by its checkpoint name
+  // ("layers.3.mlp.down_proj.weight", "lm_head.weight", "embed_tokens.weight"),
+  // to be replaced by a quantized-then-dequantized one; Error for another name.
+  Matrix64& linear_weight(const std::string& tensor);
+  // The checkpoint names of every Linear weight (the embedding when tied).
+  std::vector<std::string> linear_weight_names() const;
 
   // Layer `layer`'s states, for tests (throws Error if the layer has the other kind).
   const std::vector<double>& conv_state(const ReferenceState& s, int64_t layer) const;       // [conv_dim][K]
@@ -108,6 +134,7 @@ class ReferenceModel {
     Matrix64 out_proj;     // [hidden][nv * dv]
   };
   struct LayerWeights {
+    std::string prefix;  // "layers.3."
     bool full = false;
     std::vector<double> input_norm, post_norm;  // [hidden], offsets
     FullAttnWeights attn;                       // when full
@@ -116,15 +143,18 @@ class ReferenceModel {
     Matrix64 down_proj;                         // [hidden][intermediate]
   };
 
-  Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, int64_t pos0, KvCache& cache) const;
-  Matrix64 gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st) const;
-  Matrix64 mlp(const LayerWeights& w, const Matrix64& x) const;
+  Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, int64_t pos0, KvCache& cache,
+                          const LinearInputObserver* observe) const;
+  Matrix64 gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st,
+                           const LinearInputObserver* observe) const;
+  Matrix64 mlp(const LayerWeights& w, const Matrix64& x, const LinearInputObserver* observe) const;
 
   ModelConfig cfg_;
   Matrix64 embed_;    // [vocab][hidden]
   std::vector<LayerWeights> layers_;
   std::vector<double> final_norm_;  // [hidden], offsets
   Matrix64 lm_head_;  // [vocab][hidden]; empty when tied to embed_
+  std::string lm_head_name_;  // its checkpoint name ("embed_tokens.weight" when tied)
   std::vector<double> inv_freq_;  // [rotary_dim / 2]
 };
 

@@ -4,6 +4,8 @@
 //               --state-dtype fp32|fp16|bf16   --keep-lm-head fp32|fp16|bf16|int8|int4
 //   quantized   --block-size 16..256 (32)   --asymmetric   --accuracy-level 0..4 (4)
 //               --linear-attn-bits 8   --embedding-gather quantized|float
+//   fitting     --quant-method rtn|search|gptq   --calibration TEXT_FILE   --calibration-tokens N (512)
+//               --bits-budget B (mixed int4/int8 by measured sensitivity; needs --calibration)
 //   graph I/O   --exclude-embeds   --exclude-lm-head   --prune-lm-head
 //               --layer-outputs (hidden_states.0..N: the residual stream between layers)
 //   old forms   --norm-upcast   --l2norm lpnorm|lpnorm-eps|decomposed   --q-scale-mul
@@ -71,6 +73,22 @@ BuildOptions build_options_from_args(Args& args) {
   if (gather != "quantized" && gather != "float")
     fail("--embedding-gather", "expected quantized or float, got '" + gather + "'");
   o.quantized_embedding_gather = gather == "quantized";
+  if (auto v = args.get("quant-method")) {
+    const auto method = quant::parse_quant_method(*v);
+    if (!method) fail("--quant-method", "unknown method '" + *v + "' (expected rtn, search or gptq)");
+    o.quant_method = *method;
+  }
+  if (auto v = args.get("calibration")) o.calibration = *v;
+  o.calibration_tokens = args.get_int("calibration-tokens", o.calibration_tokens);
+  if (auto v = args.get("bits-budget")) {
+    try {
+      size_t used = 0;
+      o.bits_budget = std::stod(*v, &used);
+      if (used != v->size()) throw std::invalid_argument(*v);
+    } catch (const std::exception&) {
+      fail("--bits-budget", "expected a number of bits per weight, got '" + *v + "'");
+    }
+  }
 
   o.exclude_embeds = args.flag("exclude-embeds");
   o.exclude_lm_head = args.flag("exclude-lm-head");

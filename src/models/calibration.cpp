@@ -1,0 +1,77 @@
+#include "models/calibration.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "deltagen/error.h"
+#include "measure/corpus.h"
+
+namespace deltagen {
+
+namespace {
+
+// TODO(card merge): measure's text checks replace this.
+void check_text_file(const std::filesystem::path& text) {
+  if (!std::filesystem::is_regular_file(text)) fail(text.string(), "cannot read the calibration text");
+}
+
+}  // namespace
+
+const CalibrationSite* Calibration::site_of(const std::string& weight) const {
+  for (const CalibrationSite& s : sites)
+    if (std::find(s.weights.begin(), s.weights.end(), weight) != s.weights.end()) return &s;
+  return nullptr;
+}
+
+const quant::InputStats* Calibration::find(const std::string& weight) const {
+  const CalibrationSite* s = site_of(weight);
+  return s ? s->stats.get() : nullptr;
+}
+
+std::vector<int64_t> calibration_ids(const std::filesystem::path& text, const std::filesystem::path& tokenizer_dir,
+                                     int64_t min_tokens) {
+  check_text_file(text);
+  if (!std::filesystem::exists(tokenizer_dir / "tokenizer.json"))
+    fail((tokenizer_dir / "tokenizer.json").string(),
+         "missing: calibration text is encoded with the checkpoint's tokenizer (copy tokenizer.json and "
+         "tokenizer_config.json next to its config.json)");
+  std::vector<int64_t> ids = measure::encode_text_file(text, tokenizer_dir);
+  if (int64_t(ids.size()) < min_tokens)
+    fail(text.string(), "too short: " + std::to_string(ids.size()) + " tokens, calibration needs at least " +
+                            std::to_string(min_tokens));
+  return ids;
+}
+
+Calibration calibrate(const ReferenceModel& model, const std::vector<int64_t>& ids, const CalibrationOptions& o) {
+  if (o.window <= 0 || o.max_tokens <= 0) throw std::logic_error("calibrate: window and max_tokens must be positive");
+  Calibration cal;
+  ReferenceTrace trace;
+  trace.linear_inputs = [&cal, &o](const std::vector<std::string>& weights, const Matrix64& x) {
+    auto it = std::find_if(cal.sites.begin(), cal.sites.end(),
+                           [&](const CalibrationSite& s) { return s.weights == weights; });
+    if (it == cal.sites.end()) {
+      cal.sites.push_back({weights, std::make_shared<quant::InputStats>(x.cols, o.full_gram)});
+      it = cal.sites.end() - 1;
+    }
+    it->stats->add(x.data.data(), x.rows);
+  };
+  const int64_t total = std::min<int64_t>(o.max_tokens, int64_t(ids.size()));
+  const bool show = o.progress && ::isatty(STDERR_FILENO);
+  for (int64_t begin = 0; begin < total; begin += o.window) {
+    const int64_t end = std::min(total, begin + o.window);
+    ReferenceState state = model.new_state();
+    // The forward pass up to the logits (the lm_head's input is all it needs of the head).
+    Matrix64 h = model.embed(std::vector<int64_t>(ids.begin() + begin, ids.begin() + end));
+    model.run_layers(0, h, state, &trace);
+    trace.linear_inputs({model.lm_head_name()}, model.final_norm(h));
+    trace.hidden.clear();
+    cal.tokens = end;
+    if (show) std::fprintf(stderr, "\rcalibrating: %lld / %lld tokens", (long long)end, (long long)total);
+  }
+  if (show) std::fputc('\n', stderr);
+  return cal;
+}
+
+}  // namespace deltagen

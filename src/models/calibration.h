@@ -1,0 +1,50 @@
+// Calibration for the quantization methods (quant/quant_methods.h): a text,
+// encoded with the checkpoint's tokenizer, is run through the float64
+// reference in windows that each start from an empty state, and the input of
+// every Linear layer is summed into quant::InputStats (the Gram matrix of its
+// channels). Projections that read one input (q, k and v; gate and up; the
+// four Gated DeltaNet input projections) share one set: a "site".
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "quant/quant_methods.h"
+#include "reference/qwen35_reference.h"
+
+namespace deltagen {
+
+struct CalibrationOptions {
+  int64_t max_tokens = 512;  // of the text's tokens, from its start
+  int64_t window = 256;      // tokens per window (each from an empty state)
+  bool full_gram = true;     // the whole Gram matrix (gptq), else its diagonal (search)
+  bool progress = false;     // a progress line on a terminal
+};
+
+// The weights that read one input, in the order the reference reads them.
+struct CalibrationSite {
+  std::vector<std::string> weights;  // checkpoint names
+  std::shared_ptr<quant::InputStats> stats;
+};
+
+struct Calibration {
+  std::vector<CalibrationSite> sites;
+  int64_t tokens = 0;
+  // The statistics of the input `weight` reads (nullptr if none was seen).
+  const quant::InputStats* find(const std::string& weight) const;
+  const CalibrationSite* site_of(const std::string& weight) const;
+};
+
+// The token ids of a calibration text: encoded with the tokenizer in
+// `tokenizer_dir`. Throws Error naming the file when it is missing, empty, not
+// UTF-8, or shorter than `min_tokens` tokens, or when the tokenizer is missing.
+std::vector<int64_t> calibration_ids(const std::filesystem::path& text, const std::filesystem::path& tokenizer_dir,
+                                     int64_t min_tokens);
+
+Calibration calibrate(const ReferenceModel& model, const std::vector<int64_t>& ids, const CalibrationOptions& o);
+
+}  // namespace deltagen

@@ -1,0 +1,269 @@
+#include "models/mixed_precision.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "deltagen/error.h"
+#include "quant/parallel.h"
+
+namespace deltagen {
+namespace {
+
+// Logits in float: hidden [T][H] times the logits weight [V][H] as float.
+// Eight partial sums per dot product so the compiler vectorizes it.
+std::vector<float> float_logits(const Matrix64& x, const std::vector<float>& w, int64_t vocab, int threads) {
+  const int64_t T = x.rows, H = x.cols;
+  std::vector<float> xf(x.data.begin(), x.data.end()), out(size_t(T * vocab));
+  quant::parallel_for(vocab, threads, 1024, [&](int64_t begin, int64_t end) {
+    for (int64_t v = begin; v < end; ++v) {
+      const float* wv = w.data() + v * H;
+      for (int64_t t = 0; t < T; ++t) {
+        const float* xt = xf.data() + t * H;
+        float acc[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= H; i += 8)
+          for (int l = 0; l < 8; ++l) acc[l] += xt[i + l] * wv[i + l];
+        float s = 0;
+        for (; i < H; ++i) s += xt[i] * wv[i];
+        for (float a : acc) s += a;
+        out[size_t(t * vocab + v)] = s;
+      }
+    }
+  });
+  return out;
+}
+
+void log_softmax_rows(std::vector<float>& logits, int64_t vocab) {
+  for (size_t r = 0; r < logits.size() / size_t(vocab); ++r) {
+    float* row = logits.data() + r * size_t(vocab);
+    const float m = *std::max_element(row, row + vocab);
+    double sum = 0;
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(row[i] - m));
+    const float lse = m + float(std::log(sum));
+    for (int64_t i = 0; i < vocab; ++i) row[i] -= lse;
+  }
+}
+
+// Mean over rows of KL(base || other), both log-probabilities.
+double mean_kl(const std::vector<float>& base, const std::vector<float>& other, int64_t vocab) {
+  const size_t rows = base.size() / size_t(vocab);
+  double total = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* a = base.data() + r * size_t(vocab);
+    const float* b = other.data() + r * size_t(vocab);
+    double kl = 0;
+    for (int64_t i = 0; i < vocab; ++i) kl += std::exp(double(a[i])) * (double(a[i]) - double(b[i]));
+    total += std::max(kl, 0.0);
+  }
+  return total / double(rows);
+}
+
+int64_t layer_of(const std::string& weight) {
+  if (weight.rfind("layers.", 0) != 0) return -1;
+  return std::stoll(weight.substr(7, weight.find('.', 7) - 7));
+}
+
+int64_t stored_bytes(int64_t n, int64_t k, const quant::BlockFormat& f, int scale_bytes) {
+  const int64_t blocks = f.blocks_per_row(k);
+  return n * (f.packed_row_bytes(k) + blocks * scale_bytes + (f.symmetric ? 0 : f.zero_point_row_bytes(k)));
+}
+
+struct Quantized {
+  std::vector<float> values;  // dequantized [N][K]
+  double weighted_error = 0;  // sum_c importance[c] (w - q)^2
+};
+
+Quantized quantize_weight(const Matrix64& w, const quant::BlockFormat& f, const MixedPlanOptions& o,
+                          const quant::InputStats* stats) {
+  std::vector<float> wf(w.data.begin(), w.data.end());
+  quant::FitOptions fit{.method = o.method, .stats = stats, .scales = o.scales};
+  if (o.method == quant::QuantMethod::Gptq && (!stats || !stats->full())) fit.method = quant::QuantMethod::Search;
+  const quant::QuantizedMatrix q = quant::quantize_matrix(
+      w.rows, w.cols, f, fit, [&](int64_t r, float* dst) { std::copy_n(&wf[size_t(r * w.cols)], w.cols, dst); },
+      o.threads);
+  Quantized out;
+  const std::vector<double> importance = stats ? stats->importance() : std::vector<double>(size_t(w.cols), 1.0);
+  out.weighted_error = quant::weighted_error(wf, q, importance);
+  out.values = quant::dequantize_matrix(q);
+  return out;
+}
+
+// The formats a site may take: int4 at the base block and coarser ones, int8.
+std::vector<WeightFormat> candidate_formats(const quant::BlockFormat& base, int64_t min_k) {
+  std::vector<WeightFormat> out;
+  for (int64_t block = base.block_size; block <= 128; block *= 2) {
+    if (block > base.block_size && min_k % block != 0) break;  // a gather needs whole blocks
+    WeightFormat f;
+    f.quantized = true;
+    f.block = base;
+    f.block.block_size = block;
+    out.push_back(f);
+  }
+  WeightFormat int8 = out.front();
+  int8.block.bits = 8;
+  out.push_back(int8);
+  return out;
+}
+
+}  // namespace
+
+std::string format_label(const WeightFormat& f) {
+  if (!f.quantized) return "float";
+  return "int" + std::to_string(f.block.bits) + "/b" + std::to_string(f.block.block_size) +
+         (f.block.symmetric ? "/sym" : "/asym");
+}
+
+MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, const std::vector<int64_t>& all_ids,
+                               const MixedPlanOptions& o) {
+  const ModelConfig& c = model.config();
+  const int64_t vocab = c.vocab_size;
+  const std::vector<int64_t> ids(all_ids.begin(), all_ids.begin() + std::min<int64_t>(o.eval_tokens, all_ids.size()));
+  const bool show = o.progress && ::isatty(STDERR_FILENO);
+
+  // Each site's formats and their bytes; a budget below the smallest plan
+  // fails before anything is measured.
+  MixedPlan plan;
+  int64_t params = 0, min_bytes = 0;
+  for (const CalibrationSite& site : cal.sites) {
+    SitePlan sp;
+    sp.weights = site.weights;
+    int64_t min_k = INT64_MAX;
+    for (const std::string& name : site.weights) {
+      const Matrix64& w = model.linear_weight(name);
+      sp.params += w.rows * w.cols;
+      min_k = std::min(min_k, w.cols);
+    }
+    for (const WeightFormat& f : candidate_formats(o.base, min_k)) {
+      SiteFormat sf;
+      sf.format = f;
+      for (const std::string& name : site.weights) {
+        const Matrix64& w = model.linear_weight(name);
+        sf.bytes += stored_bytes(w.rows, w.cols, f.block, o.scale_bytes);
+      }
+      sp.candidates.push_back(sf);
+    }
+    int64_t smallest = INT64_MAX;
+    for (const SiteFormat& f : sp.candidates) smallest = std::min(smallest, f.bytes);
+    params += sp.params;
+    min_bytes += smallest;
+    plan.sites.push_back(std::move(sp));
+  }
+  const double budget_bytes = o.bits_budget * double(params) / 8.0;
+  if (double(min_bytes) > budget_bytes)
+    fail("--bits-budget", "no plan fits " + std::to_string(o.bits_budget) + " bits per weight: the smallest is " +
+                              std::to_string(double(min_bytes) * 8.0 / double(params)));
+
+  // The unquantized model: the residual stream entering each layer, and the
+  // next-token log-probabilities.
+  ReferenceTrace trace;
+  Matrix64 h = model.embed(ids);
+  trace.hidden.assign(1, h);
+  {
+    ReferenceState state = model.new_state();
+    model.run_layers(0, h, state, &trace);
+  }
+  const Matrix64& head = model.logits_weight();
+  std::vector<float> head_f(head.data.begin(), head.data.end());
+  std::vector<float> base = float_logits(model.final_norm(h), head_f, vocab, o.threads);
+  log_softmax_rows(base, vocab);
+
+  for (size_t s = 0; s < cal.sites.size(); ++s) {
+    const CalibrationSite& site = cal.sites[s];
+    SitePlan& sp = plan.sites[s];
+    // Every candidate's reconstruction error by round-to-nearest (their
+    // ratios scale the measured KL); the base format by the build's method
+    // swapped into the model.
+    std::vector<double> errors(sp.candidates.size(), 0.0);
+    MixedPlanOptions rtn = o;
+    rtn.method = quant::QuantMethod::Rtn;
+    for (size_t f = 0; f < sp.candidates.size(); ++f)
+      for (const std::string& name : site.weights)
+        errors[f] += quantize_weight(model.linear_weight(name), sp.candidates[f].format.block, rtn, site.stats.get())
+                         .weighted_error;
+    std::vector<Matrix64> saved;
+    for (const std::string& name : site.weights) {
+      Matrix64& w = model.linear_weight(name);
+      const Quantized q = quantize_weight(w, sp.candidates[0].format.block, o, site.stats.get());
+      saved.push_back(w);
+      std::copy(q.values.begin(), q.values.end(), w.data.begin());
+    }
+
+    // The base format's measured KL: rerun from the site's layer (the whole
+    // model for the head: when tied, the embedding changes too).
+    const int64_t layer = layer_of(site.weights.front());
+    Matrix64 x = layer >= 0 ? trace.hidden[size_t(layer)] : model.embed(ids);
+    ReferenceState state = model.new_state();
+    model.run_layers(std::max<int64_t>(layer, 0), x, state);
+    std::vector<float> logits;
+    if (layer >= 0) {
+      logits = float_logits(model.final_norm(x), head_f, vocab, o.threads);
+    } else {
+      const Matrix64& qhead = model.logits_weight();
+      logits = float_logits(model.final_norm(x), std::vector<float>(qhead.data.begin(), qhead.data.end()), vocab,
+                            o.threads);
+    }
+    log_softmax_rows(logits, vocab);
+    const double kl = mean_kl(base, logits, vocab);
+    for (size_t i = 0; i < site.weights.size(); ++i) model.linear_weight(site.weights[i]) = std::move(saved[i]);
+    for (size_t f = 0; f < sp.candidates.size(); ++f)
+      sp.candidates[f].kl = errors[0] > 0 ? kl * errors[f] / errors[0] : 0.0;
+    if (show) std::fprintf(stderr, "\rmeasuring sensitivity: %zu / %zu groups", s + 1, cal.sites.size());
+  }
+  if (show) std::fputc('\n', stderr);
+
+  auto choose = [&](double lambda) {
+    int64_t bytes = 0;
+    for (SitePlan& sp : plan.sites) {
+      double best = INFINITY;
+      for (size_t f = 0; f < sp.candidates.size(); ++f) {
+        const double cost = sp.candidates[f].kl + lambda * double(sp.candidates[f].bytes);
+        if (cost < best || (cost == best && sp.candidates[f].bytes < sp.candidates[sp.chosen].bytes)) {
+          best = cost;
+          sp.chosen = f;
+        }
+      }
+      bytes += sp.candidates[sp.chosen].bytes;
+    }
+    return bytes;
+  };
+  // The smallest lambda (least KL) whose plan fits: bisection on a log scale.
+  double lo = 0, hi = 1e-12;
+  while (double(choose(hi)) > budget_bytes) hi *= 4;
+  if (double(choose(lo)) > budget_bytes) {
+    for (int i = 0; i < 100; ++i) {
+      const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 1e6;
+      if (double(choose(mid)) > budget_bytes) lo = mid;
+      else hi = mid;
+      if (lo > 0 && hi / lo < 1.0001) break;
+    }
+    choose(hi);
+  }
+  int64_t bytes = 0;
+  for (const SitePlan& sp : plan.sites) {
+    bytes += sp.candidates[sp.chosen].bytes;
+    plan.predicted_kl += sp.candidates[sp.chosen].kl;
+  }
+  plan.bits_per_weight = double(bytes) * 8.0 / double(params);
+  return plan;
+}
+
+nlohmann::json to_json(const MixedPlan& plan) {
+  nlohmann::json sites = nlohmann::json::array();
+  for (const SitePlan& sp : plan.sites) {
+    nlohmann::json cands = nlohmann::json::array();
+    for (const SiteFormat& f : sp.candidates)
+      cands.push_back({{"format", format_label(f.format)}, {"bytes", f.bytes}, {"kl", f.kl}});
+    sites.push_back({{"weights", sp.weights},
+                     {"params", sp.params},
+                     {"format", format_label(sp.candidates[sp.chosen].format)},
+                     {"candidates", cands}});
+  }
+  return {{"bits_per_weight", plan.bits_per_weight}, {"predicted_kl", plan.predicted_kl}, {"sites", sites}};
+}
+
+}  // namespace deltagen

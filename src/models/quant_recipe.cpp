@@ -1,0 +1,110 @@
+#include "models/quant_recipe.h"
+
+#include <chrono>
+
+#include "deltagen/error.h"
+#include "models/mixed_precision.h"
+
+namespace deltagen {
+namespace {
+
+quant::ScaleStorage scale_storage(graph::DataType dtype) {
+  if (dtype == graph::kFloat16) return quant::ScaleStorage::F16;
+  if (dtype == graph::kBFloat16) return quant::ScaleStorage::BF16;
+  return quant::ScaleStorage::F32;
+}
+
+// The smallest calibration that says anything; the study needs a window.
+constexpr int64_t kMinCalibrationTokens = 64;
+constexpr double kTiedTableDamp = 1.0;
+
+}  // namespace
+
+WeightFormat QuantRecipe::format_for(const std::vector<std::string>& tensors, const WeightFormat& planned) const {
+  if (!planned.quantized || tensors.empty()) return planned;
+  auto it = formats.find(tensors.front());
+  return it == formats.end() ? planned : it->second;
+}
+
+quant::FitOptions QuantRecipe::fit_for(const std::vector<std::string>& tensors, graph::DataType scale_dtype) const {
+  quant::FitOptions fit{.method = method, .scales = scale_storage(scale_dtype)};
+  if (calibration && !tensors.empty()) fit.stats = calibration->find(tensors.front());
+  // A tied table is also the embedding, whose rounding errors gptq's H (the
+  // lm_head's inputs) does not see: a larger damping pulls its fit toward the
+  // plain squared error (measured on qwen35-tiny-en: docs/quantization.md).
+  if (!tensors.empty() && tensors.front() == "embed_tokens.weight") fit.damp = kTiedTableDamp;
+  // A weight no calibration input reaches (an untied embedding table, read by
+  // a gather) is fitted by the scale search with equal weights.
+  if (method == quant::QuantMethod::Gptq && (!fit.stats || !fit.stats->full())) {
+    fit.method = quant::QuantMethod::Search;
+    fit.stats = nullptr;
+  }
+  return fit;
+}
+
+void validate_quantization_options(const BuildOptions& o) {
+  quant::check_quant_method(o.quant_method);
+  const bool quantized = is_quantized(o.precision) || (o.lm_head_precision && is_quantized(*o.lm_head_precision));
+  if (o.quant_method != quant::QuantMethod::Rtn && !quantized)
+    fail("--quant-method", "needs a quantized build (--precision int4 or int8)");
+  if (!o.calibration.empty() && !quantized) fail("--calibration", "needs a quantized build (--precision int4 or int8)");
+  if (quant::needs_calibration(o.quant_method) && o.calibration.empty())
+    fail("--quant-method", std::string(quant::quant_method_name(o.quant_method)) +
+                               " needs a calibration text: --calibration TEXT_FILE");
+  if (o.calibration_tokens < kMinCalibrationTokens || o.calibration_tokens > (int64_t(1) << 20))
+    fail("--calibration-tokens", "must be in [" + std::to_string(kMinCalibrationTokens) + ", 1048576], got " +
+                                     std::to_string(o.calibration_tokens));
+  if (o.bits_budget != 0) {
+    if (o.precision != Precision::Int4) fail("--bits-budget", "needs --precision int4");
+    if (o.calibration.empty()) fail("--bits-budget", "needs a calibration text: --calibration TEXT_FILE");
+    if (o.lm_head_precision || o.linear_attn_bits != 0)
+      fail("--bits-budget", "chooses every format itself: leave out --keep-lm-head and --linear-attn-bits");
+    if (!(o.bits_budget >= 2.0 && o.bits_budget <= 16.0))
+      fail("--bits-budget", "must be a number of bits per weight in [2, 16], got " + std::to_string(o.bits_budget));
+  }
+  if (!o.calibration.empty() && !std::filesystem::is_regular_file(o.calibration))
+    fail(o.calibration.string(), "cannot read the calibration text");
+}
+
+QuantRecipe prepare_quantization(const Checkpoint& ckpt, const BuildOptions& o, const PrecisionPlan& plan) {
+  QuantRecipe r;
+  r.method = o.quant_method;
+  if (!plan.layers.quantized && !plan.lm_head.quantized) return r;
+  r.report = {{"method", quant::quant_method_name(o.quant_method)}};
+  if (o.calibration.empty()) return r;
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> ids = calibration_ids(o.calibration, ckpt.dir(), kMinCalibrationTokens);
+  ReferenceModel model(ckpt);
+  CalibrationOptions co;
+  co.max_tokens = o.calibration_tokens;
+  co.full_gram = o.quant_method == quant::QuantMethod::Gptq;
+  co.progress = o.show_progress;
+  r.calibration = calibrate(model, ids, co);
+  const double calibrated = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.report["calibration"] = {{"file", o.calibration.filename().string()},
+                             {"tokens", r.calibration->tokens},
+                             {"seconds", calibrated}};
+
+  if (o.bits_budget != 0) {
+    MixedPlanOptions mo;
+    mo.bits_budget = o.bits_budget;
+    mo.base = plan.layers.block;
+    mo.method = o.quant_method;
+    const graph::DataType scale_dtype = plan.activations;  // MatMulNBits' scales are in the activation dtype
+    mo.scales = scale_storage(scale_dtype);
+    mo.scale_bytes = scale_dtype == graph::kFloat ? 4 : 2;
+    mo.threads = o.threads;
+    mo.progress = o.show_progress;
+    const MixedPlan mixed = plan_mixed_precision(model, *r.calibration, ids, mo);
+    for (const SitePlan& sp : mixed.sites)
+      for (const std::string& w : sp.weights) r.formats[w] = sp.candidates[sp.chosen].format;
+    r.report["bits_budget"] = o.bits_budget;
+    r.report["mixed"] = to_json(mixed);
+    r.report["mixed"]["seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - calibrated;
+  }
+  return r;
+}
+
+}  // namespace deltagen
