@@ -66,6 +66,8 @@ set(deltagen_label_rules
   "^(GenerateChatCli|GenerationConfig|ChatCli|GenerateCli|GenerateCliErrors|ReferenceCli|RuntimeCli|SnapshotCli)\\." "cli,golden"
   "^CliBadInput\\."                                      "cli"
   "^CompareCli\\.DepthStudy"                             "cli"
+  "^FidelityCardCli\\."                                  "cli,golden"
+  "^(FidelityCard|FidelityCardServe)\\."                  "golden"
   "^(BenchCli|CompareCli|LayerCompareCli)\\."            "cli,golden"
   "^BuilderPrecision\\."                                 "golden"
   "^EpPlacementGolden\\."                                "golden"        # loads tiny-a on the CPU and on WebGPU (lavapipe: ~1-20 s)

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 
+#include "measure/fidelity_card.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltagen::serve {
@@ -55,7 +56,10 @@ Service::Service(std::shared_ptr<Engine> engine, ChatTemplate chat_template, Sch
       scheduler_(scheduler),
       options_(std::move(options)),
       chat_stop_ids_(reply_end_ids(engine_->tokenizer())),
-      created_(unix_time()) {}
+      created_(unix_time()) {
+  // A card that does not parse stops the server at start (an Error naming the file).
+  if (auto card = measure::read_fidelity_card(engine_->model_dir())) fidelity_ = std::move(*card);
+}
 
 SamplingOptions Service::defaults() const { return engine_->sampling_defaults(); }
 
@@ -172,6 +176,7 @@ ordered_json Service::models() const {
                    {"vocab_size", engine_->vocab_size()},
                    {"chat_template", template_.name()},
                    {"parallel", scheduler_.options().parallel}};
+  if (!fidelity_.is_null()) model["fidelity"] = fidelity_;
   return {{"object", "list"}, {"data", ordered_json::array({model})}};
 }
 

@@ -49,6 +49,8 @@ class Service {
   PreparedChat prepare_chat(std::string_view body) const;
   PreparedText prepare_text(std::string_view body) const;
 
+  // The served model, with its fidelity card ("fidelity", the model
+  // folder's fidelity.json as read at start) when it has one.
   nlohmann::ordered_json models() const;
   nlohmann::ordered_json tokenize(std::string_view body) const;    // llama-server's /tokenize
   nlohmann::ordered_json detokenize(std::string_view body) const;  // and /detokenize
@@ -77,6 +79,7 @@ class Service {
   ServiceOptions options_;
   std::vector<int64_t> chat_stop_ids_;
   int64_t created_;  // when the server started: /v1/models' "created"
+  nlohmann::ordered_json fidelity_;  // the model folder's fidelity.json; null when it has none
   mutable std::atomic<int64_t> responses_2xx_{0}, responses_4xx_{0}, responses_5xx_{0};
 };
 

@@ -15,11 +15,20 @@
 //   target      --target cpu|webgpu|cuda (genai_config.json's provider; webgpu/cuda default to
 //               int4 weights + fp16 activations when --precision is not given)
 //   other       --context-length N   --threads N
-// Each flag sets one BuildOptions field (models/build_options.h).
+//   card        --card TEXT_FILE [--card-reference DIR] [--card-tokens N]: after the build,
+//               write the model's fidelity card (fidelity.json, measure/fidelity_card.h)
+//               on that text, against the checkpoint's float64 reference (or DIR: a
+//               checkpoint or a built model). The text is checked before anything is built.
+// Each flag but the card's sets one BuildOptions field (models/build_options.h); the
+// card is a measurement of the result, not a graph switch.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "checkpoint/checkpoint.h"
+#include "measure/fidelity_card.h"
 #include "models/build.h"
 #include "tools/args.h"
 #include "tools/build_args.h"
@@ -127,17 +136,38 @@ int cmd_build(int argc, char** argv) {
   const std::string checkpoint_dir = args.require("checkpoint");
   const std::string out_dir = args.require("out");
   BuildOptions opts = build_options_from_args(args);
+  std::optional<measure::CardOptions> card;
+  if (auto text = args.get("card")) {
+    card.emplace();
+    card->text_file = *text;
+    card->reference = args.get_or("card-reference", checkpoint_dir);
+    card->max_tokens = args.get_int("card-tokens", card->max_tokens);
+    card->threads = opts.threads;
+    card->progress = ::isatty(STDERR_FILENO) != 0;
+  } else {
+    for (const char* f : {"card-reference", "card-tokens"})
+      if (args.has(f)) fail(std::string("--") + f, "needs --card TEXT_FILE");
+  }
   args.finish();
   // Reject bad options before reading the checkpoint or creating any folder.
   opts = normalized_build_options(opts);
+  // ... and a bad card text: the checkpoint's tokenizer.json is the one the
+  // build copies into the model folder.
+  if (card) measure::check_card_inputs(*card, measure::card_tokenizer_dir(checkpoint_dir, card->reference));
 
   const auto start = std::chrono::steady_clock::now();
   auto ckpt = Checkpoint::open(checkpoint_dir);
   BuildReport r = build_model(*ckpt, opts, out_dir);
+  ckpt.reset();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s: model.onnx (%lld nodes, %.1f MB of %s weights%s), genai_config.json, context %lld, %.1f s\n",
               out_dir.c_str(), (long long)r.node_count, double(r.weight_bytes) / 1e6, precision_name(opts.precision),
               r.external_data ? " in model.onnx.data" : "", (long long)r.context_length, seconds);
+  if (card) {
+    std::fflush(stdout);
+    const nlohmann::ordered_json c = measure::write_fidelity_card(out_dir, *card);
+    std::printf("wrote %s/%s: %s\n", out_dir.c_str(), measure::kFidelityCardFile, measure::card_summary_line(c).c_str());
+  }
   return 0;
 }
 

@@ -1,4 +1,6 @@
 // deltagen inspect DIR_or_model.onnx [--json]
+//                                         with the fidelity card at the end when the
+//                                         folder has one (fidelity.json: `deltagen card`)
 // deltagen inspect A --diff B [--json]    per-op-type node counts of A and B and
 //                                         their difference, totals, weight bytes
 // deltagen inspect DIR --ep cpu|webgpu|cuda [--threads T] [--json]
@@ -14,6 +16,7 @@
 #include "graph/model_diff.h"
 #include "graph/model_summary.h"
 #include "measure/ep_placement.h"
+#include "measure/fidelity_card.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "deltagen/error.h"
@@ -45,7 +48,16 @@ int cmd_inspect(int argc, char** argv) {
     graph::ModelDiff d = graph::diff_models(s, graph::summarize_model(*other));
     text = as_json ? graph::diff_json(d).dump(2) + "\n" : graph::diff_text(d);
   } else {
-    text = as_json ? graph::summary_json(s).dump(2) + "\n" : graph::summary_text(s);
+    // The card lives beside the model; graph/ knows nothing of measurements.
+    const auto card = measure::read_fidelity_card(s.file);
+    if (as_json) {
+      nlohmann::json j = graph::summary_json(s);
+      if (card) j["fidelity"] = nlohmann::json(*card);  // keys sorted like the rest of the summary
+      text = j.dump(2) + "\n";
+    } else {
+      text = graph::summary_text(s);
+      if (card) text += measure::card_summary_line(*card) + "\n";
+    }
   }
   std::fputs(text.c_str(), stdout);
   return 0;

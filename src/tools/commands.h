@@ -13,6 +13,7 @@ int cmd_inspect(int argc, char** argv);    // tools/cmd_inspect.cpp
 int cmd_tokenize(int argc, char** argv);   // tools/cmd_tokenize.cpp
 int cmd_bench(int argc, char** argv);      // tools/cmd_bench.cpp
 int cmd_compare(int argc, char** argv);    // tools/cmd_compare.cpp
+int cmd_card(int argc, char** argv);       // tools/cmd_card.cpp
 int cmd_serve(int argc, char** argv);      // tools/cmd_serve.cpp
 int cmd_bench_serve(int argc, char** argv);  // tools/cmd_bench_serve.cpp
 

@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"tokenize", deltagen::cmd_tokenize, "encode text to token ids or decode ids to text"},
     {"bench", deltagen::cmd_bench, "measure prompt/generation speed (one model, or two alternately with --vs)"},
     {"compare", deltagen::cmd_compare, "measure how far one model's logits (--layers: each layer's output) are from another's or the reference"},
+    {"card", deltagen::cmd_card, "write a model's fidelity card (fidelity.json): KL, top-1, perplexity vs a reference on a text"},
     {"serve", deltagen::cmd_serve, "serve a model over an OpenAI-compatible HTTP API, with a web chat page"},
     {"bench-serve", deltagen::cmd_bench_serve, "measure the server: concurrent streams, a cached conversation, HTTP cost"},
 };
