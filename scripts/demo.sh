@@ -1,35 +1,58 @@
 #!/usr/bin/env bash
-# The main job end to end: synthesize a Qwen3.5-shaped checkpoint (cached),
-# build it to ONNX, generate from a prompt with ONNX Runtime, chat through
-# the checkpoint's template, and answer one request with deltagen serve.
+# The main job end to end: take a Qwen3.5 checkpoint, build it to ONNX
+# (int4 fitted by GPTQ on calibration text, with a fidelity card), generate
+# from a prompt with ONNX Runtime, chat through the checkpoint's template, and
+# answer one request with deltagen serve.
 #   scripts/demo.sh BUILD/deltagen DEMO_DIR
-# Environment: DEMO_PRESET (default 0.8b), DEMO_LAYERS (default 4),
-# DEMO_PRECISION (fp32), DEMO_TOKENS (32).
+# The checkpoint: ../shared/models/qwen35-tiny-en, a small Qwen3.5-architecture
+# model trained on English quotations (it writes fortune-file-like English),
+# with the Qwen3 tokenizer setup.sh fetched; where that folder is missing, a
+# synthetic 0.8B-shaped checkpoint with random weights (its text is noise).
+# Environment: DEMO_CHECKPOINT (a checkpoint folder), DEMO_PRESET (0.8b) and
+# DEMO_LAYERS (4) for the synthetic one, DEMO_PRECISION (int4), DEMO_TOKENS (48).
 set -euo pipefail
 cli="$1"
 dir="$2"
+here="$(cd "$(dirname "$0")/.." && pwd)"
+trained="${DEMO_CHECKPOINT:-$here/../shared/models/qwen35-tiny-en}"
 preset="${DEMO_PRESET:-0.8b}"
 layers="${DEMO_LAYERS:-4}"
-precision="${DEMO_PRECISION:-fp32}"
-tokens="${DEMO_TOKENS:-32}"
-ckpt="$dir/checkpoint-$preset-l$layers-qwen3tok"
-# The real Qwen3 tokenizer (fetched by setup.sh) goes into the synthetic checkpoint,
-# so the demo takes text in and gives text out (random weights: the text is noise).
-tokenizer="$(dirname "$0")/../third_party/tokenizer/qwen3"
-model="$dir/model-$preset-l$layers-$precision"
-
+precision="${DEMO_PRECISION:-int4}"
+tokens="${DEMO_TOKENS:-48}"
+tokenizer="$here/third_party/tokenizer/qwen3"
 mkdir -p "$dir"
-if [ ! -f "$ckpt/config.json" ]; then
-  echo "== synthesizing a $preset-shaped checkpoint with $layers layers (random weights, cached in $ckpt)"
-  "$cli" synth --preset "$preset" --layers "$layers" --seed 1 --tokenizer "$tokenizer" --out "$ckpt"
+
+build_flags=(--precision "$precision" --context-length 4096)
+if [ -f "$trained/model.safetensors" ]; then
+  # The trained model's folder has no tokenizer: link it, the Qwen3 tokenizer and the text.
+  ckpt="$dir/checkpoint-$(basename "$trained")"
+  mkdir -p "$ckpt"
+  for f in "$trained"/*.json "$trained"/*.safetensors; do ln -sf "$(realpath "$f")" "$ckpt/"; done
+  for f in tokenizer.json tokenizer_config.json; do ln -sf "$(realpath "$tokenizer/$f")" "$ckpt/$f"; done
+  model="$dir/model-$(basename "$trained")-$precision"
+  prompt="The secret of life is"
+  if [ -f "$trained/sample.txt" ] && [ "$precision" = int4 ]; then
+    head -c 100000 "$trained/sample.txt" >"$dir/calibration.txt"
+    tail -c 20000 "$trained/sample.txt" >"$dir/card.txt"
+    build_flags+=(--quant-method gptq --calibration "$dir/calibration.txt" --card "$dir/card.txt" --card-tokens 1024)
+  fi
+  echo "== the trained model $(basename "$trained") (English quotations; small: expect fortune-file-like text)"
+else
+  ckpt="$dir/checkpoint-$preset-l$layers-qwen3tok"
+  model="$dir/model-$preset-l$layers-$precision"
+  prompt="Hello, my dog is cute. 你好! <think>x</think>"
+  if [ ! -f "$ckpt/config.json" ]; then
+    echo "== synthesizing a $preset-shaped checkpoint with $layers layers (random weights: the text is noise)"
+    "$cli" synth --preset "$preset" --layers "$layers" --seed 1 --tokenizer "$tokenizer" --out "$ckpt"
+  fi
 fi
-echo "== building $precision ONNX model -> $model"
-"$cli" build --checkpoint "$ckpt" --out "$model" --precision "$precision" --context-length 4096
-"$cli" inspect "$model" | head -n 12
-echo "== generating $tokens tokens (greedy) from a text prompt"
-"$cli" tokenize --tokenizer "$model" --text "Hello, my dog is cute. 你好! <think>x</think>"
-"$cli" generate --model "$model" --prompt "Hello, my dog is cute. 你好! <think>x</think>" \
-  --max-new-tokens "$tokens" --ignore-eos
+echo "== building $precision ONNX model -> $model (${build_flags[*]})"
+"$cli" build --checkpoint "$ckpt" --out "$model" "${build_flags[@]}"
+"$cli" inspect "$model" | tail -n 14
+echo "== generating $tokens tokens from a text prompt (sampled, seed 7)"
+"$cli" tokenize --tokenizer "$model" --text "$prompt"
+"$cli" generate --model "$model" --prompt "$prompt" --max-new-tokens "$tokens" --ignore-eos \
+  --temperature 0.8 --top-p 0.95 --seed 7
 
 echo "== the same model as a chat: the checkpoint's own template (Qwen3's, from its tokenizer_config.json)"
 "$cli" generate --model "$model" --chat --no-think --prompt "Hello!" --print-prompt

@@ -87,7 +87,7 @@ TEST(QuantBuild, GptqIsCloserToFp32ThanRoundToNearest) {
   ASSERT_EQ(g.exit_code, 0) << g.err;
   const nlohmann::json recipe = read_json(out / "gptq" / "quantization.json");
   EXPECT_EQ(recipe["method"], "gptq");
-  EXPECT_EQ(recipe["calibration"]["tokens"], 256);
+  EXPECT_EQ(recipe["calibration"]["tokens"], 512);
   EXPECT_EQ(read_json(out / "rtn" / "quantization.json")["method"], "rtn");
   EXPECT_FALSE(fs::exists(out / "fp32" / "quantization.json"));
   // The same bytes: only the chosen codes and scales differ.

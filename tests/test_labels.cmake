@@ -26,6 +26,7 @@ set(deltagen_label_rules
   "^Serve[A-Za-z]*\\."                                   "cli,long"      # node clients on a live server: 1-34 s each
   "^LongRun\\."                                          "golden,long"   # 20k tokens: 14 s
   "^Interrupt\\."                                        "cli,long"      # kills a build mid-way: 10 s
+  "^QuantBuild\\."                                       "cli,long"      # calibrates qwen35-tiny-en (../shared/models): 15-40 s each
   # The Qwen3 tokenizer's own tests load its 151k-token vocabulary in each
   # process; these ones also run the CLI or the whole corpus several times (7-18 s).
   "^TokenizerQwen3\\.(CliEncodesAndDecodes|CliErrors|SynthWithTokenizer)" "cli,long"

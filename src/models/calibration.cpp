@@ -10,15 +10,6 @@
 
 namespace deltagen {
 
-namespace {
-
-// TODO(card merge): measure's text checks replace this.
-void check_text_file(const std::filesystem::path& text) {
-  if (!std::filesystem::is_regular_file(text)) fail(text.string(), "cannot read the calibration text");
-}
-
-}  // namespace
-
 const CalibrationSite* Calibration::site_of(const std::string& weight) const {
   for (const CalibrationSite& s : sites)
     if (std::find(s.weights.begin(), s.weights.end(), weight) != s.weights.end()) return &s;
@@ -32,16 +23,12 @@ const quant::InputStats* Calibration::find(const std::string& weight) const {
 
 std::vector<int64_t> calibration_ids(const std::filesystem::path& text, const std::filesystem::path& tokenizer_dir,
                                      int64_t min_tokens) {
-  check_text_file(text);
+  measure::validate_text_file(text);
   if (!std::filesystem::exists(tokenizer_dir / "tokenizer.json"))
     fail((tokenizer_dir / "tokenizer.json").string(),
          "missing: calibration text is encoded with the checkpoint's tokenizer (copy tokenizer.json and "
          "tokenizer_config.json next to its config.json)");
-  std::vector<int64_t> ids = measure::encode_text_file(text, tokenizer_dir);
-  if (int64_t(ids.size()) < min_tokens)
-    fail(text.string(), "too short: " + std::to_string(ids.size()) + " tokens, calibration needs at least " +
-                            std::to_string(min_tokens));
-  return ids;
+  return measure::load_text_for_measuring(text, tokenizer_dir, min_tokens);
 }
 
 Calibration calibrate(const ReferenceModel& model, const std::vector<int64_t>& ids, const CalibrationOptions& o) {

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "deltagen/error.h"
+#include "measure/corpus.h"
 #include "models/mixed_precision.h"
 
 namespace deltagen {
@@ -62,8 +63,8 @@ void validate_quantization_options(const BuildOptions& o) {
     if (!(o.bits_budget >= 2.0 && o.bits_budget <= 16.0))
       fail("--bits-budget", "must be a number of bits per weight in [2, 16], got " + std::to_string(o.bits_budget));
   }
-  if (!o.calibration.empty() && !std::filesystem::is_regular_file(o.calibration))
-    fail(o.calibration.string(), "cannot read the calibration text");
+  // The text's own checks (exists, not empty, UTF-8) before any slow work.
+  if (!o.calibration.empty()) measure::validate_text_file(o.calibration);
 }
 
 QuantRecipe prepare_quantization(const Checkpoint& ckpt, const BuildOptions& o, const PrecisionPlan& plan) {
