@@ -128,8 +128,8 @@ TEST(QuantMethods, ResultsDoNotDependOnThreads) {
 }
 
 TEST(QuantMethods, GptqFactorIsTheCholeskyFactorOfTheInverse) {
-  const int64_t k = 24;
-  const InputStats stats = random_inputs(k, 60, 9);
+  const int64_t k = 83;  // several panels of the factorization, the last one short
+  const InputStats stats = random_inputs(k, 200, 9);
   const GptqFactor f = gptq_factor(stats, 0.01);
   // H from the statistics as gptq_factor damps it; then H * (U^T U) = I.
   std::vector<double> h(size_t(k * k));

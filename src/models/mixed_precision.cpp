@@ -243,11 +243,33 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
     }
     choose(hi);
   }
+  // The Lagrangian's plan can leave budget unused (the choices are discrete):
+  // spend it on the upgrades that remove the most KL per byte while they fit.
   int64_t bytes = 0;
-  for (const SitePlan& sp : plan.sites) {
-    bytes += sp.candidates[sp.chosen].bytes;
-    plan.predicted_kl += sp.candidates[sp.chosen].kl;
+  for (const SitePlan& sp : plan.sites) bytes += sp.candidates[sp.chosen].bytes;
+  for (;;) {
+    SitePlan* best_site = nullptr;
+    size_t best_format = 0;
+    double best_gain = 0;
+    for (SitePlan& sp : plan.sites) {
+      const SiteFormat& now = sp.candidates[sp.chosen];
+      for (size_t f = 0; f < sp.candidates.size(); ++f) {
+        const SiteFormat& c = sp.candidates[f];
+        const int64_t extra = c.bytes - now.bytes;
+        if (c.kl >= now.kl || double(bytes + extra) > budget_bytes) continue;
+        const double gain = (now.kl - c.kl) / double(std::max<int64_t>(extra, 1));
+        if (gain > best_gain) {
+          best_gain = gain;
+          best_site = &sp;
+          best_format = f;
+        }
+      }
+    }
+    if (!best_site) break;
+    bytes += best_site->candidates[best_format].bytes - best_site->candidates[best_site->chosen].bytes;
+    best_site->chosen = best_format;
   }
+  for (const SitePlan& sp : plan.sites) plan.predicted_kl += sp.candidates[sp.chosen].kl;
   plan.bits_per_weight = double(bytes) * 8.0 / double(params);
   return plan;
 }

@@ -11,7 +11,8 @@
 // KL times the ratio of their importance-weighted reconstruction errors to
 // the int4 one's. Sites are then given the formats that minimize the sum of
 // KLs within the budget (a Lagrangian over bytes: each site picks the format
-// minimizing KL + lambda * bytes, lambda the smallest that fits).
+// minimizing KL + lambda * bytes, lambda the smallest that fits; what budget
+// that leaves goes to the upgrades with the most KL removed per byte).
 #pragma once
 #include <cstdint>
 #include <string>

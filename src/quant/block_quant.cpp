@@ -92,39 +92,48 @@ uint8_t unpack_code(const uint8_t* packed, int64_t index, int bits) {
 QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,
                                 int threads, const RowsDone& rows_done) {
   return quantize_matrix(rows, cols, format, source, threads, rows_done,
-                         [&format, cols](float* row, uint8_t* codes, float* scales, uint8_t* zero_points) {
-                           quantize_row(row, cols, format, codes, scales, zero_points);
+                         [&format, cols](float* values, int64_t count, uint8_t* codes, float* scales,
+                                         uint8_t* zero_points) {
+                           const int64_t blocks = format.blocks_per_row(cols);
+                           for (int64_t r = 0; r < count; ++r)
+                             quantize_row(values + r * cols, cols, format, codes + r * blocks * format.block_size,
+                                          scales + r * blocks, zero_points + r * blocks);
                          });
 }
 
 QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,
-                                int threads, const RowsDone& rows_done, const RowQuantizer& fit_row) {
+                                int threads, const RowsDone& rows_done, const RowQuantizer& fit_rows) {
   check_block_format(format);
   QuantizedMatrix m;
   m.rows = rows;
   m.cols = cols;
   m.format = format;
   const int64_t blocks = format.blocks_per_row(cols), row_bytes = format.packed_row_bytes(cols);
-  const int64_t zp_bytes = format.zero_point_row_bytes(cols);
+  const int64_t zp_bytes = format.zero_point_row_bytes(cols), row_codes = blocks * format.block_size;
   m.packed.resize(size_t(rows * row_bytes));
   m.scales.resize(size_t(rows * blocks));
   if (!format.symmetric) m.zero_points.resize(size_t(rows * zp_bytes));
 
   parallel_for(rows, threads, 16, [&](int64_t begin, int64_t end) {
-    std::vector<float> values(static_cast<size_t>(cols));
-    std::vector<uint8_t> codes(static_cast<size_t>(blocks * format.block_size));
-    std::vector<uint8_t> zero_points(static_cast<size_t>(blocks));
+    std::vector<float> values(static_cast<size_t>(kRowsPerFit * cols));
+    std::vector<uint8_t> codes(static_cast<size_t>(kRowsPerFit * row_codes));
+    std::vector<uint8_t> zero_points(static_cast<size_t>(kRowsPerFit * blocks));
     constexpr int64_t kReportEvery = 256;
     int64_t reported = begin;
-    for (int64_t r = begin; r < end; ++r) {
-      if (rows_done && r - reported >= kReportEvery) {
-        rows_done(reported, r);
-        reported = r;
+    for (int64_t r0 = begin; r0 < end; r0 += kRowsPerFit) {
+      if (rows_done && r0 - reported >= kReportEvery) {
+        rows_done(reported, r0);
+        reported = r0;
       }
-      source(r, values.data());
-      fit_row(values.data(), codes.data(), &m.scales[size_t(r * blocks)], zero_points.data());
-      pack_codes(codes.data(), int64_t(codes.size()), format.bits, &m.packed[size_t(r * row_bytes)]);
-      if (!format.symmetric) pack_codes(zero_points.data(), blocks, format.bits, &m.zero_points[size_t(r * zp_bytes)]);
+      const int64_t count = std::min(kRowsPerFit, end - r0);
+      for (int64_t i = 0; i < count; ++i) source(r0 + i, &values[size_t(i * cols)]);
+      fit_rows(values.data(), count, codes.data(), &m.scales[size_t(r0 * blocks)], zero_points.data());
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t r = r0 + i;
+        pack_codes(&codes[size_t(i * row_codes)], row_codes, format.bits, &m.packed[size_t(r * row_bytes)]);
+        if (!format.symmetric)
+          pack_codes(&zero_points[size_t(i * blocks)], blocks, format.bits, &m.zero_points[size_t(r * zp_bytes)]);
+      }
     }
     if (rows_done) rows_done(reported, end);
   });

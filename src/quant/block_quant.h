@@ -72,9 +72,14 @@ using RowsDone = std::function<void(int64_t begin, int64_t end)>;
 QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,
                                 int threads, const RowsDone& rows_done = nullptr);
 
-// Fits one row of K values like quantize_row (same outputs); may change `row`.
-using RowQuantizer = std::function<void(float* row, uint8_t* codes, float* scales, uint8_t* zero_points)>;
-// quantize_matrix with another way to fit each row (quant_methods.h); it is
+// Fits `count` consecutive rows of K values, rows [count][K], like
+// quantize_row does one (codes [count][blocks * block_size], scales and zero
+// points [count][blocks]); may change `rows`. Rows are independent: how they
+// are grouped into calls must not change the result.
+using RowQuantizer =
+    std::function<void(float* rows, int64_t count, uint8_t* codes, float* scales, uint8_t* zero_points)>;
+constexpr int64_t kRowsPerFit = 16;  // at most this many rows per call
+// quantize_matrix with another way to fit the rows (quant_methods.h); it is
 // called from several threads at once.
 QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,
                                 int threads, const RowsDone& rows_done, const RowQuantizer& fit_row);

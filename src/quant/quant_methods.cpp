@@ -6,6 +6,7 @@
 
 #include "deltagen/error.h"
 #include "quant/gptq.h"
+#include "quant/parallel.h"
 #include "util/half.h"
 
 namespace deltagen::quant {
@@ -15,10 +16,13 @@ namespace {
 struct BlockFit {
   float scale = 0.0f;
   int zero_point = 0;
+  float inverse = 0.0f;  // 1 / scale (0 when the scale is): a multiply per value, not a divide
 };
 
+BlockFit block_fit(float scale, int zero_point) { return {scale, zero_point, scale != 0.0f ? 1.0f / scale : 0.0f}; }
+
 int encode(float w, const BlockFit& b, int max_code) {
-  const float q = b.scale != 0.0f ? std::nearbyint(w / b.scale) + float(b.zero_point) : float(b.zero_point);
+  const float q = std::nearbyint(w * b.inverse) + float(b.zero_point);
   return int(std::clamp(q, 0.0f, float(max_code)));
 }
 
@@ -55,12 +59,12 @@ BlockFit search_block(const float* w, const double* importance, int64_t n, const
     float largest = 0.0f;
     for (int64_t i = 0; i < n; ++i)
       if (std::fabs(w[i]) > std::fabs(largest)) largest = w[i];
-    if (largest == 0.0f) return {0.0f, half};
+    if (largest == 0.0f) return block_fit(0.0f, half);
     // The largest magnitude at the wide end of the code range (RTN: -2^(b-1)),
     // or at the narrow end (2^(b-1) - 1), each clipped.
     for (float clip : kSymmetricClips) {
-      consider({stored_scale(largest / float(-half) * clip, st), half});
-      consider({stored_scale(largest / float(half - 1) * clip, st), half});
+      consider(block_fit(stored_scale(largest / float(-half) * clip, st), half));
+      consider(block_fit(stored_scale(largest / float(half - 1) * clip, st), half));
     }
     return best;
   }
@@ -69,15 +73,13 @@ BlockFit search_block(const float* w, const double* importance, int64_t n, const
     lo = std::min(lo, w[i]);
     hi = std::max(hi, w[i]);
   }
-  if (hi == lo) return {0.0f, 0};
+  if (hi == lo) return block_fit(0.0f, 0);
   for (float clip_lo : kAsymmetricClips)
     for (float clip_hi : kAsymmetricClips) {
       const float l = lo * clip_lo, h = hi * clip_hi;
-      BlockFit c;
-      c.scale = stored_scale((h - l) / float(max_code), st);
-      if (c.scale == 0.0f) continue;
-      c.zero_point = int(std::clamp(std::nearbyint(-l / c.scale), 0.0f, float(max_code)));
-      consider(c);
+      const float scale = stored_scale((h - l) / float(max_code), st);
+      if (scale == 0.0f) continue;
+      consider(block_fit(scale, int(std::clamp(std::nearbyint(-l / scale), 0.0f, float(max_code)))));
     }
   return best;
 }
@@ -101,32 +103,43 @@ void search_row(float* row, int64_t k, const BlockFormat& f, const double* impor
   }
 }
 
-// One row with GPTQ's error feedback (gptq.h has U, the factor of H^-1).
-void gptq_row(float* row, int64_t k, const BlockFormat& f, const GptqFactor& h, ScaleStorage st, uint8_t* codes,
-              float* scales, uint8_t* zero_points) {
-  const int64_t bs = f.block_size;
+// Rows [count][k] with GPTQ's error feedback (gptq.h has U, the factor of
+// H^-1). The rows are independent; they go through the columns together so
+// that each row of U is read once per group of rows, not once per row.
+void gptq_rows(float* rows, int64_t count, int64_t k, const BlockFormat& f, const GptqFactor& h, ScaleStorage st,
+               uint8_t* codes, float* scales, uint8_t* zero_points) {
+  const int64_t bs = f.block_size, blocks = f.blocks_per_row(k), row_codes = blocks * bs;
   std::vector<float> block(static_cast<size_t>(bs));
   std::vector<double> weights(static_cast<size_t>(bs));
-  for (int64_t b = 0; b < f.blocks_per_row(k); ++b) {
+  std::vector<BlockFit> fits(static_cast<size_t>(count));
+  for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * bs, n = std::min(bs, k - begin);
-    // The block's scale from its values as updated by the columns before it.
-    std::fill(block.begin(), block.end(), 0.0f);
-    std::copy(row + begin, row + begin + n, block.begin());
-    std::fill(weights.begin(), weights.end(), 0.0);
-    for (int64_t i = 0; i < n; ++i) weights[size_t(i)] = h.importance[size_t(begin + i)];
-    const BlockFit fit = search_block(block.data(), weights.data(), bs, f, st);
-    scales[b] = fit.scale;
-    zero_points[b] = uint8_t(fit.zero_point);
-    for (int64_t i = n; i < bs; ++i) codes[b * bs + i] = uint8_t(encode(0.0f, fit, f.max_code()));
+    // Each row's block scale from its values as updated by the columns before it.
+    for (int64_t r = 0; r < count; ++r) {
+      const float* row = rows + r * k;
+      std::fill(block.begin(), block.end(), 0.0f);
+      std::copy(row + begin, row + begin + n, block.begin());
+      std::fill(weights.begin(), weights.end(), 0.0);
+      for (int64_t i = 0; i < n; ++i) weights[size_t(i)] = h.importance[size_t(begin + i)];
+      const BlockFit fit = search_block(block.data(), weights.data(), bs, f, st);
+      fits[size_t(r)] = fit;
+      scales[r * blocks + b] = fit.scale;
+      zero_points[r * blocks + b] = uint8_t(fit.zero_point);
+      for (int64_t i = n; i < bs; ++i) codes[r * row_codes + b * bs + i] = uint8_t(encode(0.0f, fit, f.max_code()));
+    }
     for (int64_t j = begin; j < begin + n; ++j) {
-      const int q = encode(row[j], fit, f.max_code());
-      codes[j] = uint8_t(q);
       const float* u = h.row(j);  // U[j][j..k)
-      const float e = (row[j] - decode(q, fit)) / u[0];
-      float* rest = row + j + 1;
       const float* u_rest = u + 1;
       const int64_t m = k - j - 1;
-      for (int64_t c = 0; c < m; ++c) rest[c] -= e * u_rest[c];
+      for (int64_t r = 0; r < count; ++r) {
+        float* row = rows + r * k;
+        const BlockFit& fit = fits[size_t(r)];
+        const int q = encode(row[j], fit, f.max_code());
+        codes[r * row_codes + j] = uint8_t(q);
+        const float e = (row[j] - decode(q, fit)) / u[0];
+        float* rest = row + j + 1;
+        for (int64_t c = 0; c < m; ++c) rest[c] -= e * u_rest[c];
+      }
     }
   }
 }
@@ -161,19 +174,30 @@ InputStats::InputStats(int64_t channels, bool full_gram) : k(channels), diag(siz
 }
 
 void InputStats::add(const double* x, int64_t count) {
-  for (int64_t t = 0; t < count; ++t) {
-    const double* v = x + t * k;
-    for (int64_t i = 0; i < k; ++i) diag[size_t(i)] += v[i] * v[i];
-    if (full()) {
-      // The lower triangle only (mirrored in gptq.cpp): row i += v[i] * v[0..i].
-      for (int64_t i = 0; i < k; ++i) {
-        double* g = gram.data() + i * k;
-        const double vi = v[i];
-        for (int64_t j = 0; j <= i; ++j) g[j] += vi * v[j];
-      }
-    }
-  }
+  for (int64_t t = 0; t < count; ++t)
+    for (int64_t i = 0; i < k; ++i) diag[size_t(i)] += x[t * k + i] * x[t * k + i];
   tokens += count;
+  if (!full()) return;
+  // The lower triangle only (gptq.cpp mirrors it): row i += x_t[i] * x_t[0..i].
+  // In tiles of rows that stay in cache while every token goes through them,
+  // the triangle cut into parts of equal work, one per thread.
+  constexpr int64_t kTile = 16;
+  const int parts = default_thread_count();
+  parallel_for(parts, parts, 1, [&](int64_t p_begin, int64_t p_end) {
+    for (int64_t p = p_begin; p < p_end; ++p) {
+      const int64_t begin = int64_t(double(k) * std::sqrt(double(p) / parts));
+      const int64_t end = p + 1 == parts ? k : int64_t(double(k) * std::sqrt(double(p + 1) / parts));
+      for (int64_t i0 = begin; i0 < end; i0 += kTile)
+        for (int64_t t = 0; t < count; ++t) {
+          const double* v = x + t * k;
+          for (int64_t i = i0; i < std::min(end, i0 + kTile); ++i) {
+            double* g = gram.data() + i * k;
+            const double vi = v[i];
+            for (int64_t j = 0; j <= i; ++j) g[j] += vi * v[j];
+          }
+        }
+    }
+  });
 }
 
 std::vector<double> InputStats::importance() const {
@@ -205,8 +229,13 @@ QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& f
       const std::vector<double> importance = fit.stats ? fit.stats->importance() : std::vector<double>{};
       const double* imp = importance.empty() ? nullptr : importance.data();
       return quantize_matrix(rows, cols, format, source, threads, rows_done,
-                             [&](float* row, uint8_t* codes, float* scales, uint8_t* zero_points) {
-                               search_row(row, cols, format, imp, fit.scales, codes, scales, zero_points);
+                             [&](float* rows_in, int64_t count, uint8_t* codes, float* scales,
+                                 uint8_t* zero_points) {
+                               const int64_t blocks = format.blocks_per_row(cols);
+                               for (int64_t r = 0; r < count; ++r)
+                                 search_row(rows_in + r * cols, cols, format, imp, fit.scales,
+                                            codes + r * blocks * format.block_size, scales + r * blocks,
+                                            zero_points + r * blocks);
                              });
     }
     case QuantMethod::Gptq: {
@@ -214,8 +243,9 @@ QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& f
         fail("--quant-method", "gptq needs calibration statistics (--calibration TEXT_FILE)");
       const GptqFactor h = gptq_factor(*fit.stats, fit.damp);
       return quantize_matrix(rows, cols, format, source, threads, rows_done,
-                             [&](float* row, uint8_t* codes, float* scales, uint8_t* zero_points) {
-                               gptq_row(row, cols, format, h, fit.scales, codes, scales, zero_points);
+                             [&](float* rows_in, int64_t count, uint8_t* codes, float* scales,
+                                 uint8_t* zero_points) {
+                               gptq_rows(rows_in, count, cols, format, h, fit.scales, codes, scales, zero_points);
                              });
     }
     case QuantMethod::Awq: break;
