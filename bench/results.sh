@@ -209,9 +209,10 @@ done
 
 # ---- the document ----------------------------------------------------------------------------
 # The WebGPU section is measured by hand (lavapipe is too slow for this script; its commands are
-# in the section): carried over from the previous document as it is.
+# in the section) and the quantization one by bench/quant_results.sh: both are carried over from
+# the previous document as they are.
 webgpu_section=""
-[[ -f $OUT ]] && webgpu_section=$(awk '/^## /{ on = /^## WebGPU/ } on' "$OUT")
+[[ -f $OUT ]] && webgpu_section=$(awk '/^## /{ on = /^## (WebGPU|Quantization)/ } on' "$OUT")
 tmp=$OUT.tmp
 {
   cat <<EOF
