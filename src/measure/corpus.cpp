@@ -28,9 +28,7 @@ std::vector<int64_t> pseudo_random_ids(int64_t count, int64_t vocab, uint64_t se
   return ids;
 }
 
-namespace {
-
-std::string read_file(const fs::path& file) {
+std::string read_file_bytes(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file.string(), "cannot open file");
   std::stringstream ss;
@@ -38,10 +36,8 @@ std::string read_file(const fs::path& file) {
   return ss.str();
 }
 
-}  // namespace
-
 std::vector<int64_t> read_ids_file(const fs::path& file) {
-  const std::string text = read_file(file);
+  const std::string text = read_file_bytes(file);
   std::vector<int64_t> ids;
   size_t i = 0;
   while (i < text.size()) {
@@ -67,7 +63,7 @@ std::vector<int64_t> encode_text_file(const fs::path& file, const fs::path& toke
   if (!fs::exists(tokenizer_dir / "tokenizer.json"))
     fail((tokenizer_dir / "tokenizer.json").string(),
          "missing: --corpus needs the model's tokenizer (use --ids-file for token ids)");
-  const std::string text = read_file(file);
+  const std::string text = read_file_bytes(file);
   // Text from a corpus file is data, not a prompt: special-token markup in it
   // stays ordinary text.
   std::vector<int64_t> ids = Tokenizer::load(tokenizer_dir).encode(text, EncodeOptions{.parse_special_tokens = false});
@@ -79,7 +75,7 @@ std::string validate_text_file(const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) fail(file.string(), "no such file");
   if (fs::is_directory(file, ec)) fail(file.string(), "is a folder, not a text file");
-  std::string text = read_file(file);
+  std::string text = read_file_bytes(file);
   if (text.empty()) fail(file.string(), "the text is empty");
   if (const auto at = find_invalid_utf8(text))
     fail(file.string(), "not valid UTF-8 (byte " + std::to_string(*at) + ")");

@@ -21,6 +21,9 @@ std::vector<int64_t> read_ids_file(const std::filesystem::path& file);
 // when either is missing.
 std::vector<int64_t> encode_text_file(const std::filesystem::path& file, const std::filesystem::path& tokenizer_dir);
 
+// The whole file as bytes; Error naming it when it cannot be opened.
+std::string read_file_bytes(const std::filesystem::path& file);
+
 // ---- text to measure with (the fidelity card, quantization calibration) ----
 // The checks every measurement on a user's text file makes, each a one-line
 // Error naming the file: it exists and reads, it is not empty, it is valid

@@ -45,17 +45,9 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
-std::string read_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file.string(), "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 ordered_json parse_json_file(const fs::path& file) {
   try {
-    return ordered_json::parse(read_bytes(file));
+    return ordered_json::parse(read_file_bytes(file));
   } catch (const ordered_json::parse_error& e) {
     fail(file.string(), std::string("not valid JSON: ") + e.what());
   }
