@@ -4,7 +4,7 @@
 //               --state-dtype fp32|fp16|bf16   --keep-lm-head fp32|fp16|bf16|int8|int4
 //   quantized   --block-size 16..256 (32)   --asymmetric   --accuracy-level 0..4 (4)
 //               --linear-attn-bits 8   --embedding-gather quantized|float
-//   fitting     --quant-method rtn|search|gptq   --calibration TEXT_FILE   --calibration-tokens N (512)
+//   fitting     --quant-method rtn|search|gptq   --calibration TEXT_FILE   --calibration-tokens N (1024)
 //               --bits-budget B (mixed int4/int8 by measured sensitivity; needs --calibration)
 //   graph I/O   --exclude-embeds   --exclude-lm-head   --prune-lm-head
 //               --layer-outputs (hidden_states.0..N: the residual stream between layers)
