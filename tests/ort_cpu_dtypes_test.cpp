@@ -102,6 +102,28 @@ std::map<std::string, Recipe> recipes() {
          b.node("Pad", "/n", {"x", ints(b, "pads", {0, 0, 0, 0, 0, 1}), zeros(b, "value", dt, {})}, {}, "", 1, {"y"});
          b.output("y", dt, {});
        }},
+      {"Shape", [](GraphBuilder& b, DataType dt) {
+         b.input("x", dt, {1, 4, 32});
+         b.node("Shape", "/n", {"x"}, {}, "", 1, {"y"});
+         b.output("y", graph::kInt64, {});
+       }},
+      {"MoE", [](GraphBuilder& b, DataType dt) {
+         b.input("x", dt, {4, 32});
+         b.input("router", dt, {4, 4});
+         b.node("MoE", "/n", {"x", "router", zeros(b, "fc1", dt, {4, 32, 32}), "", zeros(b, "fc2", dt, {4, 32, 16})},
+                {attr("k", 2), attr("activation_type", "swiglu"), attr("swiglu_fusion", 1)}, ms, 1, {"y"});
+         b.output("y", dt, {});
+       }},
+      {"QMoE", [](GraphBuilder& b, DataType dt) {
+         b.input("x", dt, {4, 32});
+         b.input("router", dt, {4, 4});
+         b.node("QMoE", "/n",
+                {"x", "router", zeros(b, "fc1", graph::kUInt8, {4, 32, 16}), zeros(b, "s1", dt, {4, 32, 2}), "",
+                 zeros(b, "fc2", graph::kUInt8, {4, 32, 8}), zeros(b, "s2", dt, {4, 32, 1})},
+                {attr("k", 2), attr("activation_type", "swiglu"), attr("swiglu_fusion", 1),
+                 attr("expert_weight_bits", 4), attr("block_size", 16)}, ms, 1, {"y"});
+         b.output("y", dt, {});
+       }},
       {"Gather", [](GraphBuilder& b, DataType dt) {
          b.input("ids", graph::kInt64, {1, 2});
          b.node("Gather", "/n", {zeros(b, "table", dt, {8, 32}), "ids"}, {}, "", 1, {"y"});
@@ -256,6 +278,8 @@ TEST(CpuKernels, ComputeDtypeFollowsTheTable) {
   EXPECT_EQ(cpu_compute_dtype("SkipSimplifiedLayerNormalization", graph::kBFloat16), graph::kBFloat16);
   EXPECT_EQ(cpu_compute_dtype("LinearAttention", graph::kFloat16), graph::kFloat);
   EXPECT_EQ(cpu_compute_dtype("CausalConvWithState", graph::kFloat16), graph::kFloat);
+  EXPECT_EQ(cpu_compute_dtype("MoE", graph::kFloat16), graph::kFloat);  // loads, computes zeros (docs/moe.md)
+  EXPECT_EQ(cpu_compute_dtype("QMoE", graph::kFloat16), graph::kFloat16);
 }
 
 }  // namespace

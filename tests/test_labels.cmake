@@ -64,6 +64,9 @@ set(deltagen_label_rules
   "^RmsNorm\\.GoldenModel"                               "golden"
 
   # ---- whole suites ----------------------------------------------------------------
+  "^(MoeReference|MoeGraph|MoeRuntime|MoeRuntimeSnapshot)\\." "golden"
+  "^MoeCheckpoint\\.(BadInput)"                          "golden"
+  "^(MoeRoundTrip|MoeCheckpoint)\\."                     "model"
   "^(GenerateChatCli|GenerationConfig|ChatCli|GenerateCli|GenerateCliErrors|ReferenceCli|RuntimeCli|SnapshotCli)\\." "cli,golden"
   "^CliBadInput\\."                                      "cli"
   "^CompareCli\\.DepthStudy"                             "cli"

@@ -29,6 +29,9 @@ inline fs::path golden_checkpoint() {
   return fs::path(DELTAGEN_SOURCE_DIR) / ".." / "shared" / "golden" / "tiny-a";
 }
 inline fs::path golden_file(const std::string& name) { return golden_checkpoint() / "golden" / name; }
+// ../shared/golden/moe/tiny-moe-a: the mixture-of-experts checkpoint and its outputs.
+inline fs::path moe_golden_checkpoint() { return golden_checkpoint().parent_path() / "moe" / "tiny-moe-a"; }
+inline fs::path moe_golden_file(const std::string& name) { return moe_golden_checkpoint() / "golden" / name; }
 
 // A fresh folder under the system temp dir, removed with the object.
 class TempDir {

@@ -13,7 +13,10 @@ namespace {
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
   return s + "]";
 }
 
@@ -56,9 +59,49 @@ std::vector<fs::path> shard_files(const fs::path& index_path) {
   return out;
 }
 
+// The MoE block of one layer ("layers.N.mlp."): router, routed experts in
+// `layout`, shared expert and its gate.
+void add_moe_specs(const ModelConfig& c, const std::string& m, ExpertLayout layout, std::vector<TensorSpec>& specs) {
+  const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+  const int64_t SI = c.shared_expert_intermediate_size;
+  specs.push_back({m + "gate.weight", {E, H}});
+  if (layout == ExpertLayout::Fused) {
+    specs.push_back({m + "experts.gate_up_proj", {E, 2 * I, H}});
+    specs.push_back({m + "experts.down_proj", {E, H, I}});
+  } else {
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = m + "experts." + std::to_string(e) + ".";
+      specs.push_back({x + "gate_proj.weight", {I, H}});
+      specs.push_back({x + "up_proj.weight", {I, H}});
+      specs.push_back({x + "down_proj.weight", {H, I}});
+    }
+  }
+  specs.push_back({m + "shared_expert.gate_proj.weight", {SI, H}});
+  specs.push_back({m + "shared_expert.up_proj.weight", {SI, H}});
+  specs.push_back({m + "shared_expert.down_proj.weight", {H, SI}});
+  specs.push_back({m + "shared_expert_gate.weight", {1, H}});
+}
+
+// The expert layout a MoE checkpoint uses (judged on layer 0; every layer is
+// then checked against it), refusing a per-expert checkpoint with more experts
+// than the config declares (fewer show up as a missing tensor).
+ExpertLayout detect_expert_layout(const ModelConfig& c, const std::map<std::string, TensorInfo>& tensors,
+                                  const fs::path& dir) {
+  if (!c.is_moe() || tensors.count("layers.0.mlp.experts.gate_up_proj")) return ExpertLayout::Fused;
+  if (!tensors.count("layers.0.mlp.experts.0.gate_proj.weight")) return ExpertLayout::Fused;  // reported as missing
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string extra = "layers." + std::to_string(i) + ".mlp.experts." + std::to_string(c.num_experts) +
+                              ".gate_proj.weight";
+    if (tensors.count(extra))
+      fail(dir.string(), "tensor " + extra + " is expert " + std::to_string(c.num_experts) +
+                             ", but config.json has num_experts " + std::to_string(c.num_experts));
+  }
+  return ExpertLayout::PerExpert;
+}
+
 }  // namespace
 
-std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& c) {
+std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& c, ExpertLayout experts) {
   const int64_t H = c.hidden_size;
   std::vector<TensorSpec> specs;
   specs.push_back({"embed_tokens.weight", {c.vocab_size, H}});
@@ -89,9 +132,13 @@ std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& c) {
       specs.push_back({a + "out_proj.weight", {H, c.linear_value_dim()}});
     }
     specs.push_back({p + "post_attention_layernorm.weight", {H}});
-    specs.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, H}});
-    specs.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, H}});
-    specs.push_back({p + "mlp.down_proj.weight", {H, c.intermediate_size}});
+    if (c.is_moe()) {
+      add_moe_specs(c, p + "mlp.", experts, specs);
+    } else {
+      specs.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, H}});
+      specs.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, H}});
+      specs.push_back({p + "mlp.down_proj.weight", {H, c.intermediate_size}});
+    }
   }
   specs.push_back({"norm.weight", {H}});
   if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {c.vocab_size, H}});
@@ -119,7 +166,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
     }
   }
 
-  for (const auto& spec : qwen35_tensor_specs(ck->config_)) {
+  ck->expert_layout_ = detect_expert_layout(ck->config_, ck->tensors_, dir);
+  for (const auto& spec : qwen35_tensor_specs(ck->config_, ck->expert_layout_)) {
     auto it = ck->tensors_.find(spec.name);
     if (it == ck->tensors_.end())
       fail(dir.string(), "tensor " + spec.name + " is missing from the safetensors files (config.json needs it)");
@@ -136,6 +184,35 @@ const TensorInfo& Checkpoint::info(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) fail(dir_.string(), "checkpoint has no tensor " + name);
   return it->second;
+}
+
+ExpertMatrix Checkpoint::expert_matrix(int64_t layer, int64_t e, ExpertPart part) const {
+  const ModelConfig& c = config_;
+  if (!c.is_moe() || e < 0 || e >= c.num_experts || layer < 0 || layer >= c.num_hidden_layers)
+    fail(dir_.string(), "no expert " + std::to_string(e) + " in layer " + std::to_string(layer));
+  const std::string m = "layers." + std::to_string(layer) + ".mlp.experts.";
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
+  ExpertMatrix x;
+  if (expert_layout_ == ExpertLayout::PerExpert) {
+    static const char* kNames[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+    x.tensor = m + std::to_string(e) + "." + kNames[int(part)];
+    const TensorInfo& t = info(x.tensor);
+    x.data = t.data;
+    x.dtype = t.dtype;
+    x.rows = t.shape[0];
+    x.cols = t.shape[1];
+    return x;
+  }
+  x.tensor = m + (part == ExpertPart::Down ? "down_proj" : "gate_up_proj");
+  const TensorInfo& t = info(x.tensor);
+  const size_t esize = dtype_size(t.dtype);
+  x.dtype = t.dtype;
+  x.rows = part == ExpertPart::Down ? H : I;
+  x.cols = part == ExpertPart::Down ? I : H;
+  const int64_t per_expert = t.shape[1] * t.shape[2];
+  const int64_t row0 = part == ExpertPart::Up ? I : 0;  // gate rows first, then up
+  x.data = t.data + size_t(e * per_expert + row0 * x.cols) * esize;
+  return x;
 }
 
 std::vector<float> Checkpoint::load_f32(const std::string& name) const {

@@ -25,9 +25,25 @@ struct TensorSpec {
   std::string name;  // canonical
   std::vector<int64_t> shape;
 };
+// How a MoE checkpoint stores its routed experts: fused, one pair of 3-D
+// tensors per layer as published (mlp.experts.gate_up_proj [E, 2I, H], rows
+// gate then up; mlp.experts.down_proj [E, H, I]), or one Linear per expert as
+// some fine-tunes save them (mlp.experts.{e}.{gate,up,down}_proj.weight).
+enum class ExpertLayout { Fused, PerExpert };
+
 // Every tensor the model needs (lm_head.weight only when not tied), in a
 // stable order: embeddings, layers 0..N-1, final norm, lm_head.
-std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& cfg);
+std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& cfg, ExpertLayout experts = ExpertLayout::Fused);
+
+// One routed expert's matrix, wherever it is stored: `rows` x `cols` values
+// of `dtype` from `data` (row-major), inside checkpoint tensor `tensor`.
+enum class ExpertPart { Gate, Up, Down };  // [I, H], [I, H], [H, I]
+struct ExpertMatrix {
+  const uint8_t* data = nullptr;
+  DType dtype{};
+  int64_t rows = 0, cols = 0;
+  std::string tensor;  // canonical name of the tensor holding it
+};
 
 // The tokenizer and generation files (tokenizer.json, tokenizer_config.json,
 // chat template, ...) present in `dir`.
@@ -50,6 +66,10 @@ class Checkpoint {
   std::vector<float> load_f32(const std::string& name) const;
   std::vector<double> load_f64(const std::string& name) const;
 
+  // MoE only: how the routed experts are stored, and expert `e`'s `part` in layer `layer`.
+  ExpertLayout expert_layout() const { return expert_layout_; }
+  ExpertMatrix expert_matrix(int64_t layer, int64_t e, ExpertPart part) const;
+
   // "lm_head.weight" when the checkpoint has one, else "embed_tokens.weight".
   std::string lm_head_name() const { return has("lm_head.weight") ? "lm_head.weight" : "embed_tokens.weight"; }
 
@@ -60,6 +80,7 @@ class Checkpoint {
  private:
   std::filesystem::path dir_;
   ModelConfig config_;
+  ExpertLayout expert_layout_ = ExpertLayout::Fused;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorInfo> tensors_;
 };

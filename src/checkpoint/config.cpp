@@ -103,6 +103,23 @@ void check_divides(int64_t a, int64_t b, const char* what_a, const char* what_b,
                      std::to_string(a) + ")");
 }
 
+// The routed-expert keys. Hugging Face has no norm_topk_prob for Qwen3.5-MoE
+// and always renormalises the top-k weights; a config that says false is
+// refused rather than silently run with the other math.
+void read_moe(const ConfigReader& r, ModelConfig& c) {
+  c.num_experts = r.positive_int("num_experts");
+  c.num_experts_per_tok = r.positive_int("num_experts_per_tok");
+  if (c.num_experts_per_tok > c.num_experts)
+    r.bad("num_experts_per_tok", "is " + std::to_string(c.num_experts_per_tok) + ", more than num_experts (" +
+                                     std::to_string(c.num_experts) + ")");
+  c.moe_intermediate_size = r.positive_int("moe_intermediate_size");
+  c.shared_expert_intermediate_size = r.positive_int("shared_expert_intermediate_size");
+  if (!r.boolean("norm_topk_prob", true))
+    r.bad("norm_topk_prob", "false is not supported (Qwen3.5-MoE always renormalises the top-k weights)");
+  if (r.has("mlp_only_layers") && !r.at("mlp_only_layers").empty())
+    r.bad("mlp_only_layers", "is not supported (every Qwen3.5-MoE layer is a MoE layer)");
+}
+
 }  // namespace
 
 int64_t ModelConfig::num_full_layers() const {
@@ -122,13 +139,15 @@ ModelConfig parse_config(const json& top, const std::string& origin) {
 
   const json* text = &top;
   std::string prefix;
-  if (c.model_type == "qwen3_5") {
+  const bool moe = c.model_type == "qwen3_5_moe" || c.model_type == "qwen3_5_moe_text";
+  if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_moe") {
     if (!top.contains("text_config") || !top["text_config"].is_object())
-      fail(origin, "model_type qwen3_5 needs a 'text_config' object");
+      fail(origin, "model_type " + c.model_type + " needs a 'text_config' object");
     text = &top["text_config"];
     prefix = "text_config.";
-  } else if (c.model_type != "qwen3_5_text") {
-    fail(origin, "unsupported model_type '" + c.model_type + "' (expected qwen3_5 or qwen3_5_text)");
+  } else if (c.model_type != "qwen3_5_text" && c.model_type != "qwen3_5_moe_text") {
+    fail(origin, "unsupported model_type '" + c.model_type +
+                     "' (expected qwen3_5, qwen3_5_text, qwen3_5_moe or qwen3_5_moe_text)");
   }
   ConfigReader r(*text, origin, prefix);
 
@@ -139,7 +158,8 @@ ModelConfig parse_config(const json& top, const std::string& origin) {
 
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
-  c.intermediate_size = r.positive_int("intermediate_size");
+  if (moe) read_moe(r, c);
+  else c.intermediate_size = r.positive_int("intermediate_size");
   c.num_hidden_layers = r.positive_int("num_hidden_layers", kMaxConfigLayers);
   c.rms_norm_eps = r.has("rms_norm_eps") ? r.number("rms_norm_eps") : 1e-6;
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) r.bad("rms_norm_eps", "must be in (0, 1)");
@@ -220,10 +240,9 @@ json config_to_json(const ModelConfig& c, bool vl_layout) {
   int64_t pairs = c.rotary_dim() / 2;
   json mrope_section = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3};
   json text = {
-      {"model_type", "qwen3_5_text"},
+      {"model_type", c.is_moe() ? "qwen3_5_moe_text" : "qwen3_5_text"},
       {"vocab_size", c.vocab_size},
       {"hidden_size", c.hidden_size},
-      {"intermediate_size", c.intermediate_size},
       {"num_hidden_layers", c.num_hidden_layers},
       {"num_attention_heads", c.num_attention_heads},
       {"num_key_value_heads", c.num_key_value_heads},
@@ -251,16 +270,27 @@ json config_to_json(const ModelConfig& c, bool vl_layout) {
       {"tie_word_embeddings", c.tie_word_embeddings},
       {"use_cache", true},
   };
+  if (c.is_moe()) {
+    text["num_experts"] = c.num_experts;
+    text["num_experts_per_tok"] = c.num_experts_per_tok;
+    text["moe_intermediate_size"] = c.moe_intermediate_size;
+    text["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+    text["norm_topk_prob"] = true;
+    text["router_aux_loss_coef"] = 0.001;
+    text["output_router_logits"] = false;
+  } else {
+    text["intermediate_size"] = c.intermediate_size;
+  }
   if (c.eos_token_ids.size() == 1) text["eos_token_id"] = c.eos_token_ids[0];
   else if (!c.eos_token_ids.empty()) text["eos_token_id"] = c.eos_token_ids;
   text["bos_token_id"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
   text["pad_token_id"] = c.pad_token_id >= 0 ? json(c.pad_token_id) : json(nullptr);
   if (!vl_layout) {
-    text["architectures"] = {"Qwen3_5ForCausalLM"};
+    text["architectures"] = {c.is_moe() ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"};
     return text;
   }
-  return {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
-          {"model_type", "qwen3_5"},
+  return {{"architectures", {c.is_moe() ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
+          {"model_type", c.is_moe() ? "qwen3_5_moe" : "qwen3_5"},
           {"tie_word_embeddings", c.tie_word_embeddings},
           {"text_config", text}};
 }

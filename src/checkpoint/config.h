@@ -1,7 +1,9 @@
 // The Qwen3.5 text-model settings deltagen needs, read from a Hugging Face
 // config.json in either layout:
 //   - VL checkpoint: top-level model_type "qwen3_5", LLM settings in text_config;
-//   - text-only:     model_type "qwen3_5_text" at the top level.
+//   - text-only:     model_type "qwen3_5_text" at the top level;
+// and the same two for the mixture-of-experts family (qwen3_5_moe /
+// qwen3_5_moe_text), whose every layer's MLP is a routed MoE block.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -22,12 +24,12 @@ inline constexpr int64_t kMaxConfigSize = int64_t(1) << 24;  // any width, count
 inline constexpr int64_t kMaxConfigLayers = 4096;
 
 struct ModelConfig {
-  std::string model_type;     // top-level: "qwen3_5" or "qwen3_5_text"
+  std::string model_type;     // top-level: "qwen3_5", "qwen3_5_text", "qwen3_5_moe" or "qwen3_5_moe_text"
   std::string architecture;   // architectures[0], may be empty
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;
+  int64_t intermediate_size = 0;  // dense MLP width; 0 in a MoE model
   int64_t num_hidden_layers = 0;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
@@ -50,6 +52,14 @@ struct ModelConfig {
 
   std::vector<LayerKind> layer_types;  // size num_hidden_layers
 
+  // Mixture of experts (every layer) when num_experts > 0: a router picks
+  // num_experts_per_tok of num_experts SwiGLU experts (moe_intermediate_size
+  // wide) per token, plus one always-on shared expert scaled by a sigmoid gate.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;
+
   std::vector<int64_t> eos_token_ids;  // may be empty
   int64_t bos_token_id = -1;           // -1: none
   int64_t pad_token_id = -1;
@@ -59,6 +69,7 @@ struct ModelConfig {
   int64_t linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
   int64_t linear_value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
   int64_t conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }
+  bool is_moe() const { return num_experts > 0; }
   bool is_full(int64_t layer) const { return layer_types.at(size_t(layer)) == LayerKind::Full; }
   int64_t num_full_layers() const;
   int64_t num_linear_layers() const { return num_hidden_layers - num_full_layers(); }
@@ -69,7 +80,8 @@ struct ModelConfig {
 ModelConfig parse_config(const nlohmann::json& j, const std::string& origin);
 ModelConfig load_config(const std::filesystem::path& config_json);
 
-// The text-only (qwen3_5_text) config.json for `cfg`, as `synth` writes it.
+// The text-only (qwen3_5_text / qwen3_5_moe_text) config.json for `cfg`, as
+// `synth` writes it; with `vl_layout`, nested in text_config as published.
 nlohmann::json config_to_json(const ModelConfig& cfg, bool vl_layout);
 
 }  // namespace deltagen

@@ -18,6 +18,7 @@ const std::map<std::string, Support>& table() {
       {"Cast", {K::Native, K::Native}},
       {"Gather", {K::Native, K::Native}},
       {"Reshape", {K::Native, K::Native}},
+      {"Shape", {K::Native, K::Native}},
       {"Slice", {K::Native, K::Native}},
       {"Split", {K::Native, K::Native}},
       {"Transpose", {K::Native, K::Native}},
@@ -29,6 +30,7 @@ const std::map<std::string, Support>& table() {
       {"GroupQueryAttention", {K::Native, K::Missing}},
       {"LinearAttentionGate", {K::Native, K::Missing}},
       {"MatMulNBits", {K::Native, K::Missing}},
+      {"QMoE", {K::Native, K::Missing}},
       {"RotaryEmbedding", {K::Native, K::Missing}},
       // Float-only kernels.
       {"Add", {K::OrtFallback, K::Missing}},
@@ -36,6 +38,7 @@ const std::map<std::string, Support>& table() {
       {"FusedMatMul", {K::OrtFallback, K::Missing}},
       {"LinearAttention", {K::OrtFallback, K::Missing}},
       {"LpNormalization", {K::OrtFallback, K::Missing}},
+      {"MoE", {K::OrtFallback, K::Missing}},  // and see cpu_compute_dtype
       {"MatMul", {K::OrtFallback, K::Missing}},
       {"Mul", {K::OrtFallback, K::Missing}},
       {"Pad", {K::OrtFallback, K::Missing}},
@@ -68,6 +71,9 @@ const std::vector<std::string>& cpu_kernel_ops() {
 
 graph::DataType cpu_compute_dtype(const std::string& op_type, graph::DataType activations) {
   if (op_type == "LinearAttention" || op_type == "CausalConvWithState") return graph::kFloat;
+  // fp16 MoE loads (ORT places Casts around it) but a float16 MoE node was
+  // measured returning zeros on x86 (docs/moe.md): float experts run in fp32.
+  if (op_type == "MoE") return graph::kFloat;
   return cpu_kernel(op_type, activations) == CpuKernel::Missing ? graph::kFloat : activations;
 }
 

@@ -60,7 +60,7 @@ void Graph::build() {
     auto [post_normed, sum] = skip_norm(layer_path(i) + "/post_attention_layernorm/SkipLayerNorm", mixed, residual,
                                         ckpt_layer(i) + "post_attention_layernorm.weight");
     residual = sum;
-    std::string mlp_out = mlp(i, post_normed);
+    std::string mlp_out = cfg_.is_moe() ? moe(i, post_normed) : mlp(i, post_normed);
     if (i + 1 < cfg_.num_hidden_layers) {
       auto [next_normed, next_sum] = skip_norm(layer_path(i + 1) + "/input_layernorm/SkipLayerNorm", mlp_out,
                                                residual, ckpt_layer(i + 1) + "input_layernorm.weight");

@@ -4,7 +4,8 @@
 //   input_ids -> Gather(embed_tokens)
 //   per layer: RMSNorm (SimplifiedLayerNormalization for layer 0, then
 //     com.microsoft.SkipSimplifiedLayerNormalization which also adds the
-//     residual) -> mixer -> Skip RMSNorm -> SwiGLU MLP
+//     residual) -> mixer -> Skip RMSNorm -> SwiGLU MLP (MoE models: router,
+//     com.microsoft MoE/QMoE experts and the gated shared expert, qwen35_moe.cpp)
 //   mixer = gated full attention (GroupQueryAttention) or Gated DeltaNet
 //     (CausalConvWithState + LinearAttention)
 //   final Skip RMSNorm -> lm_head -> logits
@@ -115,6 +116,10 @@ class Graph {
   std::string rotary(const std::string& path, const std::string& x, int64_t heads);
   std::string full_attention(int64_t i, const std::string& x);
   std::string mlp(int64_t i, const std::string& x);
+
+  // ---- mixture of experts (qwen35_moe.cpp) ------------------------------------------
+  std::string moe(int64_t i, const std::string& x);
+  std::string routed_experts(int64_t i, const std::string& path, const std::string& x, const std::string& logits2);
 
   // ---- Gated DeltaNet (qwen35_linear_attention.cpp) ---------------------------------
   std::string linear_attention(int64_t i, const std::string& x);

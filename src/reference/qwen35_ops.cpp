@@ -9,6 +9,13 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double silu(double x) { return x * sigmoid(x); }
 double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
 
+void softmax(double* x, int64_t n) {
+  double top = x[0], sum = 0;
+  for (int64_t i = 1; i < n; ++i) top = std::max(top, x[i]);
+  for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - top));
+  for (int64_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
 // Four independent partial sums: this loop is the hot spot of every Linear in
 // the reference model, and one serial sum would stall on the add latency
 // (about 3x slower).

@@ -20,6 +20,9 @@ double silu(double x);  // x * sigmoid(x)
 // torch.nn.functional.softplus with its default threshold 20 (linear above it).
 double softplus(double x);
 
+// x[i] = exp(x[i] - max) / sum_j exp(x[j] - max), in place.
+void softmax(double* x, int64_t n);
+
 // sum a[i] b[i], i < n.
 double dot(const double* a, const double* b, int64_t n);
 

@@ -75,13 +75,43 @@ Matrix64 rms_norm_rows(const Matrix64& x, const std::vector<double>& w, double e
   return y;
 }
 
+Matrix64 expert_matrix(const Checkpoint& ck, int64_t layer, int64_t e, ExpertPart part) {
+  const ExpertMatrix m = ck.expert_matrix(layer, e, part);
+  Matrix64 out(m.rows, m.cols);
+  convert_to_f64(m.dtype, m.data, out.data.size(), out.data.data());
+  return out;
+}
+
 }  // namespace
+
+ReferenceModel::ExpertWeights ReferenceModel::load_swiglu(const Checkpoint& ck, const std::string& prefix, int64_t I,
+                                                          int64_t H) {
+  ExpertWeights w;
+  w.gate_proj = load_matrix(ck, prefix + "gate_proj.weight", I, H);
+  w.up_proj = load_matrix(ck, prefix + "up_proj.weight", I, H);
+  w.down_proj = load_matrix(ck, prefix + "down_proj.weight", H, I);
+  return w;
+}
+
+ReferenceModel::MoeWeights ReferenceModel::load_moe(const Checkpoint& ck, int64_t layer) const {
+  const ModelConfig& c = cfg_;
+  const int64_t H = c.hidden_size;
+  const std::string m = "layers." + std::to_string(layer) + ".mlp.";
+  MoeWeights w;
+  w.router = load_matrix(ck, m + "gate.weight", c.num_experts, H);
+  for (int64_t e = 0; e < c.num_experts; ++e)
+    w.experts.push_back({expert_matrix(ck, layer, e, ExpertPart::Gate), expert_matrix(ck, layer, e, ExpertPart::Up),
+                         expert_matrix(ck, layer, e, ExpertPart::Down)});
+  w.shared = load_swiglu(ck, m + "shared_expert.", c.shared_expert_intermediate_size, H);
+  w.shared_gate = load_matrix(ck, m + "shared_expert_gate.weight", 1, H);
+  return w;
+}
 
 // ---- construction -------------------------------------------------------------------
 
 ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
   const ModelConfig& c = cfg_;
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t H = c.hidden_size;
   if (c.num_attention_heads <= 0 || c.num_key_value_heads <= 0 || c.linear_num_key_heads <= 0 ||
       c.linear_num_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0 ||
       c.linear_num_value_heads % c.linear_num_key_heads != 0 || c.rotary_dim() % 2 != 0 ||
@@ -119,9 +149,8 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
       w.lin.norm = load_vector(ck, l + "norm.weight", c.linear_value_head_dim);
       w.lin.out_proj = load_matrix(ck, l + "out_proj.weight", H, c.linear_value_dim());
     }
-    w.gate_proj = load_matrix(ck, p + "mlp.gate_proj.weight", I, H);
-    w.up_proj = load_matrix(ck, p + "mlp.up_proj.weight", I, H);
-    w.down_proj = load_matrix(ck, p + "mlp.down_proj.weight", H, I);
+    if (c.is_moe()) w.moe = load_moe(ck, i);
+    else w.mlp = load_swiglu(ck, p + "mlp.", c.intermediate_size, H);
     layers_.push_back(std::move(w));
   }
   final_norm_ = load_vector(ck, "norm.weight", H);
@@ -259,10 +288,63 @@ Matrix64 ReferenceModel::gated_delta_net(const LayerWeights& w, const Matrix64& 
 // SwiGLU MLP: down(silu(gate(x)) * up(x)).
 Matrix64 ReferenceModel::mlp(const LayerWeights& w, const Matrix64& x, const LinearInputObserver* observe) const {
   observe_input(observe, w.prefix + "mlp.", {"gate_proj", "up_proj"}, x);
-  Matrix64 g = linear(x, w.gate_proj), u = linear(x, w.up_proj);  // [T][intermediate]
+  Matrix64 g = linear(x, w.mlp.gate_proj), u = linear(x, w.mlp.up_proj);  // [T][intermediate]
   for (size_t i = 0; i < g.data.size(); ++i) g.data[i] = ref::silu(g.data[i]) * u.data[i];
   observe_input(observe, w.prefix + "mlp.", {"down_proj"}, g);
-  return linear(g, w.down_proj);  // [T][hidden]
+  return linear(g, w.mlp.down_proj);  // [T][hidden]
+}
+
+// The MoE block, in Hugging Face's order: router logits, softmax over all
+// experts, the k most probable (ties: lower id), their probabilities
+// renormalised to sum to 1; each chosen expert's SwiGLU output times its
+// weight, summed in ascending expert id; plus the shared expert scaled by
+// sigmoid(shared_expert_gate . x).
+Matrix64 ReferenceModel::moe(const LayerWeights& w, const Matrix64& x, const LinearInputObserver* observe,
+                             RouterTrace* routing) const {
+  const ModelConfig& c = cfg_;
+  const int64_t T = x.rows, H = x.cols, E = c.num_experts, k = c.num_experts_per_tok;
+  const MoeWeights& mw = w.moe;
+  observe_input(observe, w.prefix + "mlp.", {"gate", "shared_expert.gate_proj", "shared_expert.up_proj",
+                                            "shared_expert_gate"}, x);
+  Matrix64 logits = linear(x, mw.router);  // [T][E]
+  Matrix64 out(T, H);
+  std::vector<int64_t> chosen_all;
+  std::vector<double> weights_all;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> p(logits.row(t), logits.row(t) + E);
+    ref::softmax(p.data(), E);
+    std::vector<int64_t> order(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) order[size_t(e)] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
+    order.resize(size_t(k));
+    double sum = 0;
+    for (int64_t e : order) sum += p[size_t(e)];
+    std::vector<std::pair<int64_t, double>> picked;  // (expert, weight)
+    for (int64_t e : order) {
+      picked.push_back({e, p[size_t(e)] / sum});
+      chosen_all.push_back(e);
+      weights_all.push_back(p[size_t(e)] / sum);
+    }
+    std::sort(picked.begin(), picked.end());  // ascending expert id, as HF accumulates
+    Matrix64 xt(1, H);
+    std::copy(x.row(t), x.row(t) + H, xt.row(0));
+    for (const auto& [e, weight] : picked) {
+      const ExpertWeights& ew = mw.experts[size_t(e)];
+      Matrix64 g = linear(xt, ew.gate_proj), u = linear(xt, ew.up_proj);
+      for (size_t i = 0; i < g.data.size(); ++i) g.data[i] = ref::silu(g.data[i]) * u.data[i];
+      Matrix64 y = linear(g, ew.down_proj);
+      for (int64_t o = 0; o < H; ++o) out.row(t)[o] += weight * y.row(0)[o];
+    }
+  }
+  Matrix64 sg = linear(x, mw.shared.gate_proj), su = linear(x, mw.shared.up_proj);
+  for (size_t i = 0; i < sg.data.size(); ++i) sg.data[i] = ref::silu(sg.data[i]) * su.data[i];
+  observe_input(observe, w.prefix + "mlp.", {"shared_expert.down_proj"}, sg);
+  Matrix64 shared = linear(sg, mw.shared.down_proj);
+  Matrix64 gate = linear(x, mw.shared_gate);  // [T][1]
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t o = 0; o < H; ++o) out.row(t)[o] += ref::sigmoid(gate.row(t)[0]) * shared.row(t)[o];
+  if (routing) *routing = RouterTrace{std::move(logits), std::move(chosen_all), std::move(weights_all)};
+  return out;
 }
 
 // ---- the model -----------------------------------------------------------------------------
@@ -304,7 +386,13 @@ void ReferenceModel::run_layers(int64_t first, Matrix64& h, ReferenceState& stat
     Matrix64 mixed = w.full ? full_attention(w, normed, state.position, state.kv[size_t(i)], observe)
                             : gated_delta_net(w, normed, state.deltanet[size_t(i)], observe);
     for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += mixed.data[e];
-    Matrix64 m = mlp(w, rms_norm_rows(h, w.post_norm, c.rms_norm_eps), observe);
+    Matrix64 post = rms_norm_rows(h, w.post_norm, c.rms_norm_eps);
+    RouterTrace* routing = nullptr;
+    if (trace && c.is_moe()) {
+      trace->routing.resize(size_t(c.num_hidden_layers));
+      routing = &trace->routing[size_t(i)];
+    }
+    Matrix64 m = c.is_moe() ? moe(w, post, observe, routing) : mlp(w, post, observe);
     for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += m.data[e];
     if (trace) trace->hidden.push_back(h);
   }
@@ -320,9 +408,11 @@ Matrix64& ReferenceModel::linear_weight(const std::string& tensor) {
   for (LayerWeights& w : layers_) {
     if (tensor.rfind(w.prefix, 0) != 0) continue;
     const std::string rest = tensor.substr(w.prefix.size());
-    if (rest == "mlp.gate_proj.weight") return w.gate_proj;
-    if (rest == "mlp.up_proj.weight") return w.up_proj;
-    if (rest == "mlp.down_proj.weight") return w.down_proj;
+    if (!cfg_.is_moe()) {
+      if (rest == "mlp.gate_proj.weight") return w.mlp.gate_proj;
+      if (rest == "mlp.up_proj.weight") return w.mlp.up_proj;
+      if (rest == "mlp.down_proj.weight") return w.mlp.down_proj;
+    }
     if (w.full) {
       if (rest == "self_attn.q_proj.weight") return w.attn.q_proj;
       if (rest == "self_attn.k_proj.weight") return w.attn.k_proj;
@@ -347,7 +437,8 @@ std::vector<std::string> ReferenceModel::linear_weight_names() const {
                : std::vector<std::string>{"linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.in_proj_b",
                                           "linear_attn.in_proj_a", "linear_attn.out_proj"};
     for (const std::string& m : mixer) names.push_back(w.prefix + m + ".weight");
-    for (const char* m : {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) names.push_back(w.prefix + m + ".weight");
+    if (!cfg_.is_moe())
+      for (const char* m : {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) names.push_back(w.prefix + m + ".weight");
   }
   names.push_back(lm_head_name_);
   return names;

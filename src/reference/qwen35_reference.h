@@ -66,12 +66,20 @@ struct ReferenceState {
 // "layers.0.mlp.up_proj.weight"): calibration statistics for quantization.
 using LinearInputObserver = std::function<void(const std::vector<std::string>& weights, const Matrix64& x)>;
 
+// The router's decision for every token of one MoE layer.
+struct RouterTrace {
+  Matrix64 logits;                // [T][num_experts]
+  std::vector<int64_t> experts;   // [T * k]: per token, descending probability (ties: lower id)
+  std::vector<double> weights;    // [T * k]: the renormalised weights in the same order
+};
+
 // Optional intermediate values of one forward call.
 struct ReferenceTrace {
   // [num_layers + 1] x [T][hidden]: index 0 = embeddings, index i + 1 = the
   // residual stream after layer i (before the final norm).
   std::vector<Matrix64> hidden;
   LinearInputObserver linear_inputs;  // when set
+  std::vector<RouterTrace> routing;   // MoE models: [num_layers], filled by the layers run
 };
 
 class ReferenceModel {
@@ -133,21 +141,35 @@ class ReferenceModel {
     std::vector<double> norm;            // [dv], plain weight (not 1 + w)
     Matrix64 out_proj;     // [hidden][nv * dv]
   };
+  struct ExpertWeights {
+    Matrix64 gate_proj, up_proj;  // [I][hidden]
+    Matrix64 down_proj;           // [hidden][I]
+  };
+  struct MoeWeights {
+    Matrix64 router;                     // [E][hidden] (mlp.gate.weight)
+    std::vector<ExpertWeights> experts;  // [E], I = moe_intermediate_size
+    ExpertWeights shared;                // I = shared_expert_intermediate_size
+    Matrix64 shared_gate;                // [1][hidden] (mlp.shared_expert_gate.weight)
+  };
   struct LayerWeights {
     std::string prefix;  // "layers.3."
     bool full = false;
     std::vector<double> input_norm, post_norm;  // [hidden], offsets
     FullAttnWeights attn;                       // when full
     DeltaNetWeights lin;                        // when linear
-    Matrix64 gate_proj, up_proj;                // [intermediate][hidden]
-    Matrix64 down_proj;                         // [hidden][intermediate]
+    ExpertWeights mlp;                          // dense models: I = intermediate_size
+    MoeWeights moe;                             // MoE models
   };
 
+  static ExpertWeights load_swiglu(const Checkpoint& ck, const std::string& prefix, int64_t I, int64_t H);
+  MoeWeights load_moe(const Checkpoint& ck, int64_t layer) const;
   Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, int64_t pos0, KvCache& cache,
                           const LinearInputObserver* observe) const;
   Matrix64 gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st,
                            const LinearInputObserver* observe) const;
   Matrix64 mlp(const LayerWeights& w, const Matrix64& x, const LinearInputObserver* observe) const;
+  Matrix64 moe(const LayerWeights& w, const Matrix64& x, const LinearInputObserver* observe,
+               RouterTrace* routing) const;
 
   ModelConfig cfg_;
   Matrix64 embed_;    // [vocab][hidden]

@@ -86,6 +86,59 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
+namespace {
+
+// The dense sizes: Qwen3.5-0.8B .. 9B.
+bool dense_preset(const std::string& name, ModelConfig& c) {
+  struct Size { const char* name; int64_t hidden, layers, inter, heads, kv, nv; bool tied; };
+  static const Size kSizes[] = {
+      {"0.8b", 1024, 24, 3584, 8, 2, 16, true},
+      {"2b", 2048, 24, 6144, 8, 2, 16, true},
+      {"4b", 2560, 32, 9216, 16, 4, 32, true},
+      {"9b", 4096, 32, 12288, 16, 4, 32, false},
+  };
+  for (const auto& s : kSizes) {
+    if (name != s.name) continue;
+    c.hidden_size = s.hidden;
+    c.intermediate_size = s.inter;
+    c.num_hidden_layers = s.layers;
+    c.num_attention_heads = s.heads;
+    c.num_key_value_heads = s.kv;
+    c.linear_num_value_heads = s.nv;
+    c.tie_word_embeddings = s.tied;
+    return true;
+  }
+  return false;
+}
+
+// The mixture-of-experts sizes (shared/golden/moe/README.md 1.3); all untied.
+bool moe_preset(const std::string& name, ModelConfig& c) {
+  struct Size { const char* name; int64_t hidden, layers, heads, nv, experts, top_k, inter; };
+  static const Size kSizes[] = {
+      {"35b-a3b", 2048, 40, 16, 32, 256, 8, 512},
+      {"122b-a10b", 3072, 48, 32, 64, 256, 8, 1024},
+      {"397b-a17b", 4096, 60, 32, 64, 512, 10, 1024},
+  };
+  for (const auto& s : kSizes) {
+    if (name != s.name) continue;
+    c.model_type = "qwen3_5_moe";
+    c.architecture = "Qwen3_5MoeForConditionalGeneration";
+    c.hidden_size = s.hidden;
+    c.num_hidden_layers = s.layers;
+    c.num_attention_heads = s.heads;
+    c.num_key_value_heads = 2;
+    c.linear_num_value_heads = s.nv;
+    c.num_experts = s.experts;
+    c.num_experts_per_tok = s.top_k;
+    c.moe_intermediate_size = c.shared_expert_intermediate_size = s.inter;
+    c.tie_word_embeddings = false;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 ModelConfig synth_preset(const std::string& name) {
   ModelConfig c;
   c.model_type = "qwen3_5";
@@ -94,10 +147,9 @@ ModelConfig synth_preset(const std::string& name) {
   c.rope_theta = 1e7;
   c.partial_rotary_factor = 0.25;
   c.linear_conv_kernel_dim = 4;
-  if (name == "tiny") {  // the golden checkpoint's shapes
+  if (name == "tiny" || name == "tiny-moe") {  // the golden checkpoints' shapes
     c.vocab_size = 512;
     c.hidden_size = 64;
-    c.intermediate_size = 128;
     c.num_hidden_layers = 4;
     c.num_attention_heads = 4;
     c.num_key_value_heads = 2;
@@ -108,30 +160,25 @@ ModelConfig synth_preset(const std::string& name) {
     c.max_position_embeddings = 4096;
     c.tie_word_embeddings = true;
     c.eos_token_ids = {511};
+    if (name == "tiny") {
+      c.intermediate_size = 128;
+    } else {
+      c.model_type = "qwen3_5_moe";
+      c.architecture = "Qwen3_5MoeForConditionalGeneration";
+      c.num_experts = 8;
+      c.num_experts_per_tok = 2;
+      c.moe_intermediate_size = 32;
+      c.shared_expert_intermediate_size = 48;
+    }
   } else {
-    struct Size { const char* name; int64_t hidden, layers, inter, heads, kv, nv; bool tied; };
-    static const Size kSizes[] = {
-        {"0.8b", 1024, 24, 3584, 8, 2, 16, true},
-        {"2b", 2048, 24, 6144, 8, 2, 16, true},
-        {"4b", 2560, 32, 9216, 16, 4, 32, true},
-        {"9b", 4096, 32, 12288, 16, 4, 32, false},
-    };
-    const Size* s = nullptr;
-    for (const auto& k : kSizes)
-      if (name == k.name) s = &k;
-    if (!s) fail("--preset", "unknown preset '" + name + "' (expected tiny, 0.8b, 2b, 4b or 9b)");
+    if (!dense_preset(name, c) && !moe_preset(name, c))
+      fail("--preset", "unknown preset '" + name +
+                           "' (expected tiny, 0.8b, 2b, 4b, 9b, tiny-moe, 35b-a3b, 122b-a10b or 397b-a17b)");
     c.vocab_size = 248320;
-    c.hidden_size = s->hidden;
-    c.intermediate_size = s->inter;
-    c.num_hidden_layers = s->layers;
-    c.num_attention_heads = s->heads;
-    c.num_key_value_heads = s->kv;
     c.head_dim = 256;
     c.linear_num_key_heads = 16;
-    c.linear_num_value_heads = s->nv;
     c.linear_key_head_dim = c.linear_value_head_dim = 128;
     c.max_position_embeddings = 262144;
-    c.tie_word_embeddings = s->tied;
     c.eos_token_ids = {248044};
   }
   set_num_layers(c, c.num_hidden_layers);
@@ -156,7 +203,7 @@ void set_num_layers(ModelConfig& c, int64_t layers) {
 }
 
 void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts, const fs::path& out_dir) {
-  const std::vector<TensorSpec> specs = qwen35_tensor_specs(cfg);
+  const std::vector<TensorSpec> specs = qwen35_tensor_specs(cfg, opts.expert_layout);
   const size_t esize = dtype_size(opts.dtype);
 
   // Group tensors into shards of at most opts.shard_bytes (a tensor never splits).

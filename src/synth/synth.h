@@ -7,12 +7,15 @@
 #include <filesystem>
 #include <string>
 
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/config.h"
 #include "checkpoint/safetensors.h"
 
 namespace deltagen {
 
-// tiny (the golden checkpoint's shapes), 0.8b, 2b, 4b, 9b. Throws Error for others.
+// Dense: tiny (the golden checkpoint's shapes), 0.8b, 2b, 4b, 9b; mixture of
+// experts: tiny-moe (shared/golden/moe/tiny-moe-a's shapes), 35b-a3b,
+// 122b-a10b, 397b-a17b. Throws Error for others.
 ModelConfig synth_preset(const std::string& name);
 
 // Changes the depth, keeping the 3 linear : 1 full layer pattern.
@@ -24,6 +27,7 @@ struct SynthOptions {
   bool vl_layout = true;            // config nested in text_config, "model.language_model." names
   int64_t shard_bytes = 4ll << 30;  // split into model-0000k-of-0000n.safetensors above this
   bool progress = false;            // progress lines on stderr
+  ExpertLayout expert_layout = ExpertLayout::Fused;  // MoE: fused 3-D tensors as published, or per expert
   // Tokenizer files (tokenizer.json, tokenizer_config.json, ...) copied from
   // this folder into the checkpoint; empty = none.
   std::filesystem::path tokenizer_dir;

@@ -11,7 +11,7 @@
 namespace deltagen {
 
 int cmd_synth(int argc, char** argv) {
-  Args args(argc, argv, {"untied-lm-head", "text-layout"});
+  Args args(argc, argv, {"untied-lm-head", "tied-lm-head", "text-layout"});
   const std::string preset = args.require("preset");
   ModelConfig cfg = synth_preset(preset);
   std::string out = args.require("out");
@@ -24,8 +24,19 @@ int cmd_synth(int argc, char** argv) {
   else fail("--dtype", "unknown dtype '" + dtype + "' (expected f32, bf16 or f16)");
   if (args.has("layers")) set_num_layers(cfg, args.get_int("layers", 0));
   if (args.flag("untied-lm-head")) cfg.tie_word_embeddings = false;
+  if (args.flag("tied-lm-head")) cfg.tie_word_embeddings = true;
   opts.vl_layout = !args.flag("text-layout");
-  if (!opts.vl_layout) cfg.model_type = "qwen3_5_text";
+  if (!opts.vl_layout) cfg.model_type = cfg.is_moe() ? "qwen3_5_moe_text" : "qwen3_5_text";
+  // Mixture-of-experts shapes other than the presets' (round trips, studies).
+  for (const char* key : {"experts", "top-k", "expert-layout"})
+    if (args.has(key) && !cfg.is_moe()) fail(std::string("--") + key, "needs a mixture-of-experts preset");
+  if (args.has("experts")) cfg.num_experts = args.get_int("experts", 0);
+  if (args.has("top-k")) cfg.num_experts_per_tok = args.get_int("top-k", 0);
+  if (cfg.is_moe() && (cfg.num_experts < 1 || cfg.num_experts_per_tok < 1 || cfg.num_experts_per_tok > cfg.num_experts))
+    fail("--top-k", "must be between 1 and the number of experts (" + std::to_string(cfg.num_experts) + ")");
+  const std::string layout = args.get_or("expert-layout", "fused");
+  if (layout == "per-expert") opts.expert_layout = ExpertLayout::PerExpert;
+  else if (layout != "fused") fail("--expert-layout", "unknown layout '" + layout + "' (expected fused or per-expert)");
   int64_t shard_mb = args.get_int("shard-size-mb", 4096);
   if (shard_mb <= 0) fail("--shard-size-mb", "must be positive");
   opts.shard_bytes = shard_mb << 20;
