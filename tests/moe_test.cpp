@@ -19,6 +19,7 @@
 #include "deltagen/deltagen.h"
 #include "graph/onnx_writer.h"
 #include "graph_query.h"
+#include "measure/graph_facts.h"
 #include "models/build.h"
 #include "models/expert_weights.h"
 #include "quant/block_quant.h"
@@ -163,6 +164,23 @@ TEST(MoeGraph, StockOrtReproducesGoldenLogitsAndGreedyTokens) {
   }
   test::StepRunner run(fp32_model() / "model.onnx");
   EXPECT_EQ(run.greedy(prompt, 16), summary().at("greedy_new_tokens").get<std::vector<int64_t>>());
+}
+
+// A decode step reads k of E experts: bench's bytes-per-step counts only those.
+TEST(MoeGraph, DecodeReadsOnlyTheActiveExperts) {
+  const ModelConfig cfg = Checkpoint::open(moe_golden_checkpoint())->config();
+  BuildOptions int4;
+  int4.precision = Precision::Int4;
+  for (const fs::path& model : {fp32_model(), built(int4, "int4")}) {
+    const measure::GraphFacts f = measure::graph_facts(model);
+    // fp32 experts: 4 layers x E x (2I x H + H x I) floats; int4: their codes and scales.
+    if (model == fp32_model())
+      EXPECT_EQ(f.expert_bytes, cfg.num_hidden_layers * cfg.num_experts * 3 * cfg.moe_intermediate_size *
+                                    cfg.hidden_size * 4);
+    EXPECT_GT(f.expert_bytes, 0);
+    EXPECT_EQ(f.active_expert_bytes, f.expert_bytes * cfg.num_experts_per_tok / cfg.num_experts);
+    EXPECT_EQ(f.decode_read_bytes(), f.weight_bytes - f.row_indexed_bytes - f.expert_bytes + f.active_expert_bytes);
+  }
 }
 
 // deltagen's runtime, with its own kernels (the default) and with ONNX Runtime's.

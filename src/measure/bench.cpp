@@ -318,7 +318,9 @@ std::string to_text(const BenchReport& r) {
     for (size_t i = 0; i < r.models.size(); ++i) {
       out += fmt("%3.0f", double(k + 1));
       if (r.models.size() == 2) out += i == 0 ? "   A  " : "   B  ";
-      out += " " + run_line(r.models[i].runs[k]) + "\n";
+      out += ' ';  // appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on " " + string
+      out += run_line(r.models[i].runs[k]);
+      out += '\n';
     }
     if (r.models.size() == 2) {
       const BenchPair& p = r.pairs[k];

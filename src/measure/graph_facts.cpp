@@ -1,5 +1,7 @@
 #include "measure/graph_facts.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +46,22 @@ bool row_indexed_input(const onnx::NodeProto& node, int index) {
   return false;
 }
 
+// The share of a MoE / QMoE node's expert weights one token reads (k / E),
+// or 0 when `node` is not one; its expert inputs are every input but the
+// activations (0), the router (1) and router_weights (14).
+double active_expert_share(const onnx::NodeProto& node, const std::map<std::string, const onnx::TensorProto*>& weights) {
+  if (node.domain() != "com.microsoft" && node.domain() != "deltagen") return 0;
+  if (node.op_type() != "MoE" && node.op_type() != "QMoE") return 0;
+  int64_t k = 1;
+  for (const auto& a : node.attribute())
+    if (a.name() == "k") k = a.i();
+  auto fc1 = node.input_size() > 2 ? weights.find(node.input(2)) : weights.end();
+  if (fc1 == weights.end() || fc1->second->dims_size() != 3 || fc1->second->dims(0) <= 0) return 0;
+  return std::min(1.0, double(k) / double(fc1->second->dims(0)));
+}
+
+bool expert_input(int index) { return index >= 2 && index != 14; }
+
 fs::path resolve(const fs::path& dir_or_file) {
   if (!fs::is_directory(dir_or_file)) return dir_or_file;
   fs::path config = dir_or_file / "genai_config.json";
@@ -58,15 +76,27 @@ GraphFacts graph_facts(const onnx::ModelProto& model, const fs::path& file) {
   f.model_file = file;
   const auto& g = model.graph();
   f.node_count = g.node_size();
+  std::map<std::string, const onnx::TensorProto*> weights;
+  for (const auto& t : g.initializer()) weights[t.name()] = &t;
   std::set<std::string> full_read, row_read;
+  std::map<std::string, double> expert_share;  // expert weight -> share a token reads
   for (const auto& n : g.node()) {
     ++f.op_counts[graph::qualified_op(n)];
-    for (int i = 0; i < n.input_size(); ++i) (row_indexed_input(n, i) ? row_read : full_read).insert(n.input(i));
+    const double share = active_expert_share(n, weights);
+    for (int i = 0; i < n.input_size(); ++i) {
+      if (share > 0 && expert_input(i) && !n.input(i).empty()) expert_share[n.input(i)] = share;
+      else (row_indexed_input(n, i) ? row_read : full_read).insert(n.input(i));
+    }
   }
   for (const auto& t : g.initializer()) {
     const int64_t bytes = tensor_bytes(t);
     f.weight_bytes += bytes;
     if (row_read.count(t.name()) && !full_read.count(t.name())) f.row_indexed_bytes += bytes;
+    auto share = expert_share.find(t.name());
+    if (share != expert_share.end() && !full_read.count(t.name())) {
+      f.expert_bytes += bytes;
+      f.active_expert_bytes += int64_t(double(bytes) * share->second);
+    }
   }
   return f;
 }
@@ -97,6 +127,8 @@ nlohmann::json to_json(const GraphFacts& f) {
           {"op_counts", f.op_counts},
           {"weight_bytes", f.weight_bytes},
           {"row_indexed_bytes", f.row_indexed_bytes},
+          {"expert_bytes", f.expert_bytes},
+          {"active_expert_bytes", f.active_expert_bytes},
           {"decode_read_bytes", f.decode_read_bytes()}};
 }
 

@@ -26,9 +26,15 @@ struct GraphFacts {
   // GroupQueryAttention, when nothing else uses them. A tied embedding that the lm_head also
   // multiplies is read in full, so it is not counted here.
   int64_t row_indexed_bytes = 0;
+  // Routed experts (the weights and scales of MoE / QMoE nodes): a token reads
+  // only the k experts its router picks, k / E of them; `active_expert_bytes`
+  // is that share (one token, batch 1).
+  int64_t expert_bytes = 0;
+  int64_t active_expert_bytes = 0;
   // What one decode step streams from memory for weights: weight_bytes -
-  // row_indexed_bytes. (KV cache and recurrent-state traffic come on top.)
-  int64_t decode_read_bytes() const { return weight_bytes - row_indexed_bytes; }
+  // row_indexed_bytes, with only the active experts. (KV cache and
+  // recurrent-state traffic come on top.)
+  int64_t decode_read_bytes() const { return weight_bytes - row_indexed_bytes - expert_bytes + active_expert_bytes; }
 };
 
 // `dir` is a built model folder (genai_config.json names the .onnx file) or
