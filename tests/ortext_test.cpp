@@ -3,6 +3,10 @@
 // same model file, and a whole int4 model on the fast kernels vs stock ORT.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +22,7 @@
 #include "models/build.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/fast_session.h"
+#include "ortext/released_weights.h"
 #include "graph/matmul_nbits_model.h"
 #include "rewrite/model_rewrite.h"
 #include "runtime/session.h"
@@ -263,6 +268,31 @@ TEST(OrtextFastSession, FindsExternalDataNextToTheModel) {
   EXPECT_EQ(run(a, x, 5, 96), run(b, x, 5, 96));
 }
 
+// Pages of a file mapping are dropped (and read again from the file when
+// touched); anonymous memory is never released: dropping it would zero it.
+TEST(ReleasedWeights, DropsFileMappedPagesOnly) {
+  TempDir dir;
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE)), bytes = 64 * page;
+  std::vector<char> pattern(bytes);
+  for (size_t i = 0; i < bytes; ++i) pattern[i] = char(i * 7 + 3);
+  std::ofstream(dir / "w.bin", std::ios::binary).write(pattern.data(), std::streamsize(bytes));
+  const int fd = ::open((dir / "w.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  const char* p = static_cast<const char*>(map);
+  long sum = 0;
+  for (size_t i = 0; i < bytes; i += page) sum += p[i];  // fault every page in
+  EXPECT_EQ(release_mapped_weight(p + 100, bytes - 200), bytes - 2 * page);  // whole pages inside only
+  EXPECT_EQ(std::memcmp(p, pattern.data(), bytes), 0) << "released pages read back from the file";
+  ::munmap(map, bytes);
+  std::vector<char> heap(bytes, 'x');
+  EXPECT_EQ(release_mapped_weight(heap.data(), heap.size()), 0u);
+  EXPECT_EQ(heap[bytes / 2], 'x');
+  EXPECT_GT(sum, -1000000);
+}
+
 TEST(OrtextFastSession, IntraOpThreadsChangeNothing) {
   std::mt19937 rng(5);
   TempDir dir;
@@ -411,6 +441,31 @@ TEST(OrtextFullModel, Int4GoldenModelOnFastKernelsAgreesWithStockOrt) {
               max_logit, diff_fast, agree_fast, steps, diff_stock4, agree_stock4, steps);
   EXPECT_LT(diff_fast, 2.0 * diff_stock4 + 1e-3 * max_logit);
   EXPECT_GE(agree_fast, std::min(agree_stock4, steps - 1));
+}
+
+// An int4 build with every weight in model.onnx.data: released originals
+// (the default) give the same logits as kept ones, and every MatMulNBits
+// node may release (the lm_head's table too: the tied embedding only gathers rows).
+TEST(OrtextFullModel, ReleasingPackedWeightsChangesNoResult) {
+  TempDir dir;
+  BuildOptions opts;
+  opts.precision = Precision::Int4;
+  opts.block_size = 16;
+  opts.external_data_threshold = 0;
+  opts.show_progress = false;
+  build_model(*Checkpoint::open(test::golden_checkpoint()), opts, dir / "m");
+  const fs::path path = dir / "m" / "model.onnx";
+  RewriteSummary released, kept;
+  Ort::Session a = create_session_with_fast_kernels(ort_env(), path, session_options(1), &released);
+  Ort::Session b = create_session_with_fast_kernels(ort_env(), path, session_options(1), &kept,
+                                                    RewriteOptions{.release_weights = false});
+  EXPECT_EQ(released.released, released.rewritten);
+  EXPECT_EQ(kept.released, 0);
+  const ModelIo io = describe_model_io(a);
+  std::map<std::string, Ort::Value> past_a, past_b;
+  const std::vector<int64_t> tokens = {5, 17, 300, 42, 7, 99, 123};
+  Forward fa = forward(a, io, tokens, 0, past_a), fb = forward(b, io, tokens, 0, past_b);
+  EXPECT_EQ(fa.logits, fb.logits);
 }
 
 }  // namespace

@@ -44,6 +44,7 @@ using rewrite::kKNormEpsilonAttribute;
 using rewrite::kQNormEpsilonAttribute;
 using rewrite::kRmsNormAttribute;
 using rewrite::kRmsNormEpsilonAttribute;
+using rewrite::kReleaseWeightsAttribute;
 using rewrite::kSwigluAttribute;
 
 inline constexpr const char* kConfigMaxLevel = "deltagen.matmul.max_level";

@@ -10,6 +10,7 @@
 #include "ortext/deltagen_ops.h"
 #include "ortext/kernel_attributes.h"
 #include "ortext/ort_parallel.h"
+#include "ortext/released_weights.h"
 #include "ortext/shape_inference.h"
 #include "deltagen/error.h"
 
@@ -81,6 +82,11 @@ MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
     view.zero_points = zero_points.GetTensorData<uint8_t>();
   }
   packed_.emplace(kernels::pack_weights(view, pack_options_));
+  if (attribute_or<int64_t>(info, kReleaseWeightsAttribute, 0) != 0) {
+    release_mapped_weight(view.data, size_t(shape_.n * shape_.k_blocks() * shape_.file_block_bytes()));
+    release_mapped_weight(view.scales, size_t(shape_.n * shape_.k_blocks()) * sizeof(float));
+    if (view.zero_points) release_mapped_weight(view.zero_points, size_t(shape_.n * shape_.zero_point_row_bytes()));
+  }
 }
 
 kernels::NBitsWeightsView MatMulNBitsKernel::weights_from_inputs(const Ort::KernelContext& ctx) const {

@@ -30,4 +30,10 @@ inline constexpr const char* kGatedQkvAttribute = "deltagen_gated_qkv_head_dim";
 inline constexpr const char* kQNormEpsilonAttribute = "deltagen_q_norm_epsilon";
 inline constexpr const char* kKNormEpsilonAttribute = "deltagen_k_norm_epsilon";
 
+// Set to 1 by the load-time rewrite on a deltagen node whose constant weight
+// inputs (MatMulNBits: B, scales, zero points) no other node reads and that
+// are no graph output: once its kernel has packed its own copy it may give
+// the originals' pages back (ortext/released_weights.h).
+inline constexpr const char* kReleaseWeightsAttribute = "deltagen_release_weights";
+
 }  // namespace deltagen::rewrite

@@ -1,8 +1,10 @@
 #include "rewrite/model_rewrite.h"
 
+#include <functional>
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 #include "rewrite/deltagen_domain.h"
 #include "rewrite/gated_delta_fusion.h"
@@ -113,6 +115,57 @@ bool attention_supported(const onnx::NodeProto& node, const std::map<std::string
   return it != input_types.end() && it->second == onnx::TensorProto_DataType_FLOAT;
 }
 
+// Marks deltagen nodes whose weight inputs are initializers that no other
+// node reads in full, so their kernels may release the originals after
+// packing (kReleaseWeightsAttribute). A Gather of the table (a tied
+// embedding: the lm_head's own quantized rows, through a Reshape) does not
+// count: it reads a few rows per token, which fault back in from the file.
+int64_t mark_released_weights(onnx::GraphProto& graph, const Initializers& constants) {
+  std::unordered_map<std::string, std::vector<std::pair<const onnx::NodeProto*, int>>> uses;
+  for (const auto& node : graph.node())
+    for (int i = 0; i < node.input_size(); ++i) uses[node.input(i)].push_back({&node, i});
+  std::set<std::string> outputs;
+  for (const auto& out : graph.output()) outputs.insert(out.name());
+  // Whether every use of `value` only gathers rows of it (depth-limited: Reshapes in between).
+  std::function<bool(const std::string&, int)> rows_only = [&](const std::string& value, int depth) {
+    if (outputs.count(value) || depth > 2) return false;
+    for (const auto& [node, index] : uses[value]) {
+      const std::string& op = node->op_type();
+      if ((op == "Gather" || op == "GatherBlockQuantized") && index != 1) continue;
+      if (op == "Reshape" && index == 0 && node->output_size() == 1 && rows_only(node->output(0), depth + 1)) continue;
+      return false;
+    }
+    return true;
+  };
+  auto readers = [&](const std::string& value) {
+    int64_t n = outputs.count(value) ? 1 : 0;
+    for (const auto& [node, index] : uses[value]) {
+      const std::string& op = node->op_type();
+      const bool row_read = ((op == "Gather" || op == "GatherBlockQuantized") && index != 1) ||
+                            (op == "Reshape" && index == 0 && node->output_size() == 1 && rows_only(node->output(0), 1));
+      n += row_read ? 0 : 1;
+    }
+    return n;
+  };
+  int64_t marked = 0;
+  for (auto& node : *graph.mutable_node()) {
+    if (node.domain() != kDeltagenDomain || node.op_type() != "MatMulNBits") continue;
+    bool exclusive = true;
+    for (int i : {1, 2, 3}) {
+      const std::string name = input(node, i);
+      if (name.empty()) continue;
+      exclusive &= constants.count(name) && readers(name) == 1;
+    }
+    if (!exclusive) continue;
+    auto* a = node.add_attribute();
+    a->set_name(kReleaseWeightsAttribute);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+    ++marked;
+  }
+  return marked;
+}
+
 }  // namespace
 
 RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOptions& options) {
@@ -158,6 +211,7 @@ RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOption
     summary.rmsnorm = fuse_rmsnorm_into_matmul(graph);
   }
   if (options.fusions && summary.attention > 0) summary.gated_attention = fuse_gated_attention(graph);
+  if (options.release_weights) summary.released = mark_released_weights(graph, constants);
   if (summary.deltagen_nodes() > 0) {
     bool imported = false;
     for (const auto& op : model.opset_import()) imported |= op.domain() == kDeltagenDomain;

@@ -34,6 +34,10 @@ struct RewriteOptions {
   // (rmsnorm_fusion.h); each full-attention layer's split, q/k norms and
   // output gate into its attention node (attention_fusion.h).
   bool fusions = true;
+  // Let deltagen's kernels give back the pages of weights they packed and
+  // nothing else reads (kReleaseWeightsAttribute): a session then holds the
+  // packed copy, not both.
+  bool release_weights = true;
 };
 
 struct RewriteSummary {
@@ -45,6 +49,7 @@ struct RewriteSummary {
   int64_t swiglu = 0;           // down_proj MatMulNBits nodes that took the MLP activation
   int64_t rmsnorm = 0;          // (Skip)SimplifiedLayerNormalization nodes folded into the MatMulNBits they feed
   int64_t gated_attention = 0;  // attention nodes that took their projection's split, q/k norms and output gate
+  int64_t released = 0;         // deltagen nodes allowed to release their original weights
   std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
 
   int64_t deltagen_nodes() const { return rewritten + causal_conv + attention + gated_delta_net; }
