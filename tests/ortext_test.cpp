@@ -444,8 +444,10 @@ TEST(OrtextFullModel, Int4GoldenModelOnFastKernelsAgreesWithStockOrt) {
 }
 
 // An int4 build with every weight in model.onnx.data: released originals
-// (the default) give the same logits as kept ones, and every MatMulNBits
-// node may release (the lm_head's table too: the tied embedding only gathers rows).
+// and the embedding's Reshape of the lm_head's table read in place from the
+// file (the default) give the same logits as the plain load, and every
+// MatMulNBits node may release (the lm_head's table too: the tied embedding
+// only gathers rows).
 TEST(OrtextFullModel, ReleasingPackedWeightsChangesNoResult) {
   TempDir dir;
   BuildOptions opts;
@@ -460,7 +462,9 @@ TEST(OrtextFullModel, ReleasingPackedWeightsChangesNoResult) {
   Ort::Session b = create_session_with_fast_kernels(ort_env(), path, session_options(1), &kept,
                                                     RewriteOptions{.release_weights = false});
   EXPECT_EQ(released.released, released.rewritten);
+  EXPECT_EQ(released.aliased_reshapes, 1);  // the embedding's view of the lm_head's table
   EXPECT_EQ(kept.released, 0);
+  EXPECT_EQ(kept.aliased_reshapes, 0);
   const ModelIo io = describe_model_io(a);
   std::map<std::string, Ort::Value> past_a, past_b;
   const std::vector<int64_t> tokens = {5, 17, 300, 42, 7, 99, 123};

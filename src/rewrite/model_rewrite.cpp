@@ -11,6 +11,7 @@
 #include "rewrite/attention_fusion.h"
 #include "rewrite/rmsnorm_fusion.h"
 #include "rewrite/swiglu_fusion.h"
+#include "rewrite/weight_reshapes.h"
 
 namespace deltagen::rewrite {
 namespace {
@@ -211,7 +212,11 @@ RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOption
     summary.rmsnorm = fuse_rmsnorm_into_matmul(graph);
   }
   if (options.fusions && summary.attention > 0) summary.gated_attention = fuse_gated_attention(graph);
-  if (options.release_weights) summary.released = mark_released_weights(graph, constants);
+  if (options.release_weights) {
+    summary.aliased_reshapes = alias_reshaped_weights(graph);
+    for (const auto& t : graph.initializer()) constants.emplace(t.name(), &t);
+    summary.released = mark_released_weights(graph, constants);
+  }
   if (summary.deltagen_nodes() > 0) {
     bool imported = false;
     for (const auto& op : model.opset_import()) imported |= op.domain() == kDeltagenDomain;

@@ -35,8 +35,9 @@ struct RewriteOptions {
   // output gate into its attention node (attention_fusion.h).
   bool fusions = true;
   // Let deltagen's kernels give back the pages of weights they packed and
-  // nothing else reads (kReleaseWeightsAttribute): a session then holds the
-  // packed copy, not both.
+  // nothing else reads (kReleaseWeightsAttribute), and read Reshapes of file
+  // weights in place (weight_reshapes.h): a session then holds the packed
+  // copy, not the originals too.
   bool release_weights = true;
 };
 
@@ -50,6 +51,7 @@ struct RewriteSummary {
   int64_t rmsnorm = 0;          // (Skip)SimplifiedLayerNormalization nodes folded into the MatMulNBits they feed
   int64_t gated_attention = 0;  // attention nodes that took their projection's split, q/k norms and output gate
   int64_t released = 0;         // deltagen nodes allowed to release their original weights
+  int64_t aliased_reshapes = 0;  // Reshapes of file weights replaced by the same bytes, reshaped (weight_reshapes.h)
   std::map<std::string, int64_t> kept;  // reason -> count, for nodes left on ORT's kernel
 
   int64_t deltagen_nodes() const { return rewritten + causal_conv + attention + gated_delta_net; }

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "ortext/fast_session.h"
+#include "ortext/released_weights.h"
 #include "runtime/execution_provider.h"
 #include "runtime/tensor.h"
 #include "deltagen/error.h"
@@ -325,6 +326,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     Ort::Session session =
         ortext::create_session_with_fast_kernels(ort_env(), model_path, session_options, &rewritten,
                                                  {.fusions = kernels.set == KernelSet::Deltagen});
+    // What the kernels packed, and what ORT read while loading (a Gather's
+    // table it scanned), no longer needs to be resident: the pages come back
+    // from the file when a kernel reads them (ortext/released_weights.h).
+    if (rewritten.released > 0) ortext::release_clean_file_pages(model_path.string() + ".data");
     std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
     model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
     model->profiling_ = !profile_prefix.empty();
