@@ -524,5 +524,52 @@ TEST(MoeCheckpoint, PerExpertCheckpointWithAnExtraExpertIsRefused) {
       << e;
 }
 
+TEST(MoeSynthCli, PresetsAndShapeFlags) {
+  test::TempDir tmp;
+  test::CliResult r = test::run_cli({"synth", "--preset", "tiny-moe", "--out", (tmp / "a").string(), "--experts", "4",
+                                     "--top-k", "4", "--expert-layout", "per-expert", "--dtype", "f32"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto ck = Checkpoint::open(tmp / "a");
+  EXPECT_EQ(ck->config().num_experts, 4);
+  EXPECT_EQ(ck->config().num_experts_per_tok, 4);
+  EXPECT_EQ(ck->expert_layout(), ExpertLayout::PerExpert);
+
+  struct Bad { std::vector<std::string> args; std::string phrase; };
+  for (const Bad& b : {Bad{{"--preset", "tiny-moe", "--top-k", "9"}, "--top-k: must be between 1 and"},
+                       Bad{{"--preset", "tiny", "--experts", "4"}, "--experts: needs a mixture-of-experts preset"},
+                       Bad{{"--preset", "tiny-moe", "--expert-layout", "split"}, "unknown layout 'split'"},
+                       Bad{{"--preset", "36b"}, "unknown preset '36b'"}}) {
+    std::vector<std::string> args = {"synth", "--out", (tmp / "bad").string()};
+    args.insert(args.end(), b.args.begin(), b.args.end());
+    const test::CliResult bad = test::run_cli(args);
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find(b.phrase), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(tmp / "bad"));
+  }
+}
+
+// The real shapes: 35B-A3B's config (and tensor list) as published, cut to 4 layers.
+TEST(MoeSynth, ThirtyFiveBShapes) {
+  ModelConfig cfg = synth_preset("35b-a3b");
+  EXPECT_EQ(cfg.num_hidden_layers, 40);
+  EXPECT_EQ(cfg.num_full_layers(), 10);
+  set_num_layers(cfg, 4);
+  const auto specs = qwen35_tensor_specs(cfg);
+  auto shape_of = [&](const std::string& n) {
+    for (const auto& s : specs)
+      if (s.name == n) return s.shape;
+    return std::vector<int64_t>{};
+  };
+  EXPECT_EQ(shape_of("layers.0.mlp.experts.gate_up_proj"), (std::vector<int64_t>{256, 1024, 2048}));
+  EXPECT_EQ(shape_of("layers.3.mlp.experts.down_proj"), (std::vector<int64_t>{256, 2048, 512}));
+  EXPECT_EQ(shape_of("layers.3.mlp.shared_expert_gate.weight"), (std::vector<int64_t>{1, 2048}));
+  EXPECT_EQ(shape_of("lm_head.weight"), (std::vector<int64_t>{248320, 2048}));
+  const nlohmann::json j = config_to_json(cfg, true);
+  EXPECT_EQ(j.at("model_type"), "qwen3_5_moe");
+  EXPECT_EQ(parse_config(j, "synth").num_experts_per_tok, 8);
+  EXPECT_EQ(synth_preset("397b-a17b").num_experts, 512);
+  EXPECT_EQ(synth_preset("122b-a10b").moe_intermediate_size, 1024);
+}
+
 }  // namespace
 }  // namespace deltagen

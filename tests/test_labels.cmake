@@ -66,6 +66,7 @@ set(deltagen_label_rules
   # ---- whole suites ----------------------------------------------------------------
   "^(MoeReference|MoeGraph|MoeRuntime|MoeRuntimeSnapshot)\\." "golden"
   "^MoeCheckpoint\\.(BadInput)"                          "golden"
+  "^MoeSynthCli\\."                                      "cli"
   "^(MoeRoundTrip|MoeCheckpoint)\\."                     "model"
   "^(GenerateChatCli|GenerationConfig|ChatCli|GenerateCli|GenerateCliErrors|ReferenceCli|RuntimeCli|SnapshotCli)\\." "cli,golden"
   "^CliBadInput\\."                                      "cli"
