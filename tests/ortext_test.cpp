@@ -465,6 +465,12 @@ TEST(OrtextFullModel, ReleasingPackedWeightsChangesNoResult) {
   EXPECT_EQ(released.aliased_reshapes, 1);  // the embedding's view of the lm_head's table
   EXPECT_EQ(kept.released, 0);
   EXPECT_EQ(kept.aliased_reshapes, 0);
+  // The session config switch (bench --session-config deltagen.release_weights=0) does the same.
+  Ort::SessionOptions keep = session_options(1);
+  keep.AddConfigEntry(kConfigReleaseWeights, "0");
+  RewriteSummary switched;
+  create_session_with_fast_kernels(ort_env(), path, keep, &switched);
+  EXPECT_EQ(switched.released, 0);
   const ModelIo io = describe_model_io(a);
   std::map<std::string, Ort::Value> past_a, past_b;
   const std::vector<int64_t> tokens = {5, 17, 300, 42, 7, 99, 123};

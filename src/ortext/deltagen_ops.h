@@ -51,6 +51,9 @@ inline constexpr const char* kConfigMaxLevel = "deltagen.matmul.max_level";
 inline constexpr const char* kConfigAmxMinRows = "deltagen.matmul.amx_min_rows";
 inline constexpr const char* kConfigCompactScales = "deltagen.matmul.compact_scales";
 inline constexpr const char* kConfigHugePages = "deltagen.matmul.huge_pages";
+// "0": keep the original weights resident after packing (the load-time
+// rewrite's release_weights off; ortext/released_weights.h), to measure what releasing saves.
+inline constexpr const char* kConfigReleaseWeights = "deltagen.release_weights";
 inline constexpr const char* kConfigPrefetch = "deltagen.matmul.prefetch";
 
 // Adds the "deltagen" custom-op domain to `options`. Call once per

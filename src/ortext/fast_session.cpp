@@ -23,7 +23,10 @@ Ort::Session create_session_with_fast_kernels(Ort::Env& env, const fs::path& mod
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes.str())) fail(model_onnx.string(), "not an ONNX model");
 
-  const rewrite::RewriteSummary result = rewrite::use_deltagen_kernels(model, rewrite_options);
+  rewrite::RewriteOptions rewrite = rewrite_options;
+  if (options.HasConfigEntry(kConfigReleaseWeights) && options.GetConfigEntry(kConfigReleaseWeights) == "0")
+    rewrite.release_weights = false;
+  const rewrite::RewriteSummary result = rewrite::use_deltagen_kernels(model, rewrite);
   if (summary) *summary = result;
   if (result.deltagen_nodes() == 0) return Ort::Session(env, model_onnx.c_str(), options);
 
