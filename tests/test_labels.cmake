@@ -65,6 +65,8 @@ set(deltagen_label_rules
 
   # ---- whole suites ----------------------------------------------------------------
   "^(MoeReference|MoeGraph|MoeRuntime|MoeRuntimeSnapshot)\\." "golden"
+  "^MoeKernelGolden\\."                                  "golden"        # the int4 tiny-moe-a on deltagen's and ORT's kernels
+  "^MoeKernelOrt\\."                                     "model"         # one-node QMoE models on ORT
   "^MoeCheckpoint\\.(BadInput)"                          "golden"
   "^MoeSynthCli\\."                                      "cli"
   "^(MoeRoundTrip|MoeCheckpoint)\\."                     "model"

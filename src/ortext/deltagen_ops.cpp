@@ -4,6 +4,7 @@
 #include "ortext/causal_conv_op.h"
 #include "ortext/gated_delta_net_op.h"
 #include "ortext/matmul_nbits_op.h"
+#include "ortext/moe_op.h"
 
 namespace deltagen::ortext {
 
@@ -14,12 +15,14 @@ void register_deltagen_ops(Ort::SessionOptions& options) {
   static const CausalConvOp* const causal_conv = new CausalConvOp();
   static const GatedDeltaNetOp* const gated_delta_net = new GatedDeltaNetOp();
   static const AttentionOp* const attention = new AttentionOp();
+  static const QMoeOp* const qmoe = new QMoeOp();
   static Ort::CustomOpDomain* const domain = [] {
     auto* d = new Ort::CustomOpDomain(kDeltagenDomain);
     d->Add(matmul_nbits);
     d->Add(causal_conv);
     d->Add(gated_delta_net);
     d->Add(attention);
+    d->Add(qmoe);
     return d;
   }();
   options.Add(*domain);

@@ -15,11 +15,17 @@
 // with a cache shared between past and present or growing, rotary not
 // interleaved, no window or softcap (attention_op.h, src/kernels/attention.h).
 //
+// deltagen.QMoE: com.microsoft.QMoE with float activations, int4 experts
+// (block-wise float scales, no zero points) and Qwen's SwiGLU, no biases or
+// fc3; the experts are repacked once, like MatMulNBits' weights (moe_op.h,
+// src/kernels/moe_experts.h).
+//
 // deltagen.GatedDeltaNet: no com.microsoft counterpart; the fusion of a
 // linear-attention layer's conv ... GatedRMSNorm chain (gated_delta_net_op.h,
 // gated_delta_fusion.h).
 //
-// Session config entries the kernels read (SessionOptions::AddConfigEntry):
+// Session config entries the kernels read (SessionOptions::AddConfigEntry;
+// deltagen.MatMulNBits and deltagen.QMoE both read the matmul ones):
 //   deltagen.matmul.max_level      scalar|avx2|avx512|amx: cap the kernel family
 //   deltagen.matmul.amx_min_rows   M from which the AMX path is taken
 //   deltagen.matmul.compact_scales 0 to keep fp32 block scales (default 1: fp16

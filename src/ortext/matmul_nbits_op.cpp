@@ -9,6 +9,7 @@
 #include "kernels/swiglu.h"
 #include "ortext/deltagen_ops.h"
 #include "ortext/kernel_attributes.h"
+#include "ortext/matmul_config.h"
 #include "ortext/ort_parallel.h"
 #include "ortext/released_weights.h"
 #include "ortext/shape_inference.h"
@@ -47,21 +48,7 @@ MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
     fail("deltagen.MatMulNBits", "bad deltagen_rmsnorm attributes");
   if (rmsnorm_ && !input_present(info, kNormWeight)) fail("deltagen.MatMulNBits", "the folded norm has no weight");
 
-  const Ort::KeyValuePairs config = info.GetConfigEntries();
-  if (const char* v = config.GetValue(kConfigMaxLevel)) {
-    auto level = kernels::parse_level(v);
-    if (!level) fail(kConfigMaxLevel, std::string("unknown level '") + v + "'");
-    config_.level = std::min(*level, config_.level);
-  }
-  if (const char* v = config.GetValue(kConfigAmxMinRows)) config_.amx_min_rows = std::stoll(v);
-  if (const char* v = config.GetValue(kConfigCompactScales)) pack_options_.compact_scales = std::string(v) != "0";
-  if (const char* v = config.GetValue(kConfigPrefetch)) {
-    auto prefetch = kernels::parse_prefetch(v);
-    if (!prefetch) fail(kConfigPrefetch, std::string("expected l1:BYTES or l2:BYTES, not '") + v + "'");
-    config_.prefetch = *prefetch;
-  }
-  if (const char* v = config.GetValue(kConfigHugePages))
-    pack_options_.pages = std::string(v) != "0" ? kernels::PageSize::Huge : kernels::PageSize::Small;
+  read_matmul_config(info, config_, pack_options_);
 
   int b_const = 0, scales_const = 0, zp_const = 1;
   Ort::ConstValue b = info.GetTensorConstantInput(kB, &b_const);

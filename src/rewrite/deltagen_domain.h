@@ -31,7 +31,8 @@ inline constexpr const char* kQNormEpsilonAttribute = "deltagen_q_norm_epsilon";
 inline constexpr const char* kKNormEpsilonAttribute = "deltagen_k_norm_epsilon";
 
 // Set to 1 by the load-time rewrite on a deltagen node whose constant weight
-// inputs (MatMulNBits: B, scales, zero points) no other node reads and that
+// inputs (MatMulNBits: B, scales, zero points; QMoE: fc1, fc2 and their
+// scales) no other node reads and that
 // are no graph output: once its kernel has packed its own copy it may give
 // the originals' pages back (ortext/released_weights.h).
 inline constexpr const char* kReleaseWeightsAttribute = "deltagen_release_weights";

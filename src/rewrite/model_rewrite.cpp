@@ -1,6 +1,9 @@
 #include "rewrite/model_rewrite.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -83,6 +86,69 @@ std::optional<std::string> string_attribute(const onnx::NodeProto& node, const s
   return std::nullopt;
 }
 
+std::optional<float> float_attribute(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return a.f();
+  return std::nullopt;
+}
+
+// Why a com.microsoft.QMoE node must stay on ORT's kernel, or nullopt when
+// deltagen.QMoE (ortext/moe_op.h) takes it: the builder's int4 form, with
+// constant experts of the sizes the kernel expects. Defaults are the schema's.
+std::optional<std::string> qmoe_unsupported_reason(const onnx::NodeProto& node, const Initializers& constants) {
+  const int64_t bits = int_attribute(node, "expert_weight_bits").value_or(4);
+  if (bits != 4) return "QMoE expert_weight_bits=" + std::to_string(bits);
+  const auto block_size = int_attribute(node, "block_size");
+  if (!block_size) return "QMoE without block_size";
+  const int64_t bs = *block_size;
+  if (bs < 16 || bs > 256 || (bs & (bs - 1)) != 0) return "QMoE block_size=" + std::to_string(bs);
+  if (string_attribute(node, "activation_type").value_or("relu") != "swiglu") return "QMoE activation_type";
+  if (int_attribute(node, "swiglu_fusion").value_or(0) != 1) return "QMoE swiglu_fusion";
+  if (float_attribute(node, "activation_alpha").value_or(1.0f) != 1.0f ||
+      float_attribute(node, "activation_beta").value_or(0.0f) != 0.0f)
+    return "QMoE activation_alpha/beta";
+  if (const auto limit = float_attribute(node, "swiglu_limit"); limit && !(std::isinf(*limit) && *limit > 0))
+    return "QMoE swiglu_limit";
+  if (int_attribute(node, "use_sparse_mixer").value_or(0) != 0) return "QMoE use_sparse_mixer";
+  if (string_attribute(node, "quant_type").value_or("int") != "int") return "QMoE quant_type";
+  if (node.input_size() > 21 || node.output_size() != 1) return "QMoE inputs or outputs";
+  if (!input(node, 4).empty() || !input(node, 7).empty()) return "QMoE biases";
+  for (int i = 8; i <= 10; ++i)
+    if (!input(node, i).empty()) return "QMoE fc3";
+  for (int i = 11; i <= 13; ++i)
+    if (!input(node, i).empty()) return "QMoE zero points";
+  if (!input(node, 14).empty()) return "QMoE router_weights";
+  for (int i = 15; i < node.input_size(); ++i)
+    if (!input(node, i).empty()) return "QMoE fp4/fp8 scales";
+
+  auto constant = [&](int i) -> const onnx::TensorProto* {
+    auto it = constants.find(input(node, i));
+    return it == constants.end() ? nullptr : it->second;
+  };
+  const onnx::TensorProto *fc1 = constant(2), *fc1_scales = constant(3), *fc2 = constant(5), *fc2_scales = constant(6);
+  if (!fc1 || !fc1_scales || !fc2 || !fc2_scales) return "QMoE weights not constant";
+  // The scales share x's type (ORT's kernels are float/float and fp16/fp16):
+  // float scales mean float activations.
+  if (fc1_scales->data_type() != onnx::TensorProto_DataType_FLOAT ||
+      fc2_scales->data_type() != onnx::TensorProto_DataType_FLOAT)
+    return "QMoE non-float scales";
+  if (fc1->data_type() != onnx::TensorProto_DataType_UINT8 || fc2->data_type() != onnx::TensorProto_DataType_UINT8 ||
+      fc1->dims_size() != 3 || numel(*fc1) < 1)
+    return "QMoE weights layout";
+  // fc1 [E, 2I, H/2], fc2 [E, H, I/2], scales [E, N, K/block]; H and I multiples of the block.
+  const int64_t E = fc1->dims(0), two_i = fc1->dims(1), H = product(fc1->dims(2), 2), I = two_i / 2;
+  if (two_i % 2 != 0 || H % bs != 0 || I % bs != 0) return "QMoE weights layout";
+  auto dims_are = [](const onnx::TensorProto& t, std::initializer_list<int64_t> want) {
+    return std::equal(t.dims().begin(), t.dims().end(), want.begin(), want.end());
+  };
+  if (!dims_are(*fc2, {E, H, I / 2}) || !dims_are(*fc1_scales, {E, two_i, H / bs}) ||
+      !dims_are(*fc2_scales, {E, H, I / bs}))
+    return "QMoE weights layout";
+  const int64_t k = int_attribute(node, "k").value_or(1);
+  if (k < 1 || k > E) return "QMoE k=" + std::to_string(k);
+  return std::nullopt;
+}
+
 // deltagen's causal conv takes the form the builder emits, in float.
 bool causal_conv_supported(const onnx::NodeProto& node, const Initializers& constants) {
   if (int_attribute(node, "ndim").value_or(1) != 1) return false;
@@ -150,9 +216,13 @@ int64_t mark_released_weights(onnx::GraphProto& graph, const Initializers& const
   };
   int64_t marked = 0;
   for (auto& node : *graph.mutable_node()) {
-    if (node.domain() != kDeltagenDomain || node.op_type() != "MatMulNBits") continue;
+    if (node.domain() != kDeltagenDomain) continue;
+    std::vector<int> weights;  // the inputs the kernel packs
+    if (node.op_type() == "MatMulNBits") weights = {1, 2, 3};
+    else if (node.op_type() == "QMoE") weights = {2, 3, 5, 6};
+    else continue;
     bool exclusive = true;
-    for (int i : {1, 2, 3}) {
+    for (int i : weights) {
       const std::string name = input(node, i);
       if (name.empty()) continue;
       exclusive &= constants.count(name) && readers(name) == 1;
@@ -196,6 +266,15 @@ RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOption
         causal_conv_supported(node, constants)) {
       node.set_domain(kDeltagenDomain);
       ++summary.causal_conv;
+      continue;
+    }
+    if (options.moe && node.op_type() == "QMoE" && node.domain() == "com.microsoft") {
+      if (auto reason = qmoe_unsupported_reason(node, constants)) {
+        ++summary.kept[*reason];
+      } else {
+        node.set_domain(kDeltagenDomain);
+        ++summary.moe;
+      }
       continue;
     }
     if (node.op_type() != "MatMulNBits" || node.domain() != "com.microsoft") continue;
