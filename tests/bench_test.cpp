@@ -175,6 +175,24 @@ TEST(GraphFacts, UntiedEmbeddingTableIsOnlyRowIndexed) {
   EXPECT_EQ(f.decode_read_bytes(), f.weight_bytes - embedding - rotary);
 }
 
+// The quantized embedding reads its own table through a Reshape: still only rows.
+TEST(GraphFacts, QuantizedUntiedEmbeddingIsOnlyRowIndexed) {
+  TempDir dir;
+  ModelConfig cfg = synth_preset("tiny");
+  cfg.tie_word_embeddings = false;
+  write_synthetic_checkpoint(cfg, SynthOptions{}, dir / "ckpt");
+  BuildOptions b;
+  b.precision = Precision::Int4;
+  b.block_size = 16;
+  b.context_length = 256;
+  b.show_progress = false;
+  build_model(*Checkpoint::open(dir / "ckpt"), b, dir / "model");
+  measure::GraphFacts f = measure::graph_facts(dir / "model");
+  const int64_t codes = cfg.vocab_size * cfg.hidden_size / 2, scales = cfg.vocab_size * cfg.hidden_size / 16 * 4;
+  const int64_t rotary = 2 * 256 * (cfg.rotary_dim() / 2) * 4;
+  EXPECT_EQ(f.row_indexed_bytes, codes + scales + rotary);
+}
+
 // ---- the benchmark -------------------------------------------------------------------------
 
 TEST(Bench, OneModelReportsEveryField) {

@@ -1,8 +1,10 @@
 #include "measure/graph_facts.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
@@ -40,7 +42,8 @@ int64_t tensor_bytes(const onnx::TensorProto& t) {
 // Whether input `index` of `node` reads only the rows a token selects.
 bool row_indexed_input(const onnx::NodeProto& node, int index) {
   const std::string& op = node.op_type();
-  if (op == "Gather" || op == "GatherBlockQuantized" || op == "GatherND") return index == 0;
+  if (op == "Gather" || op == "GatherND") return index == 0;
+  if (op == "GatherBlockQuantized") return index != 1;  // data, scales, zero points: a row each per token
   if (op == "RotaryEmbedding") return index == 2 || index == 3;        // cos_cache, sin_cache
   if (op == "GroupQueryAttention") return index == 7 || index == 8;    // its own rotary's cos/sin caches
   return false;
@@ -78,16 +81,32 @@ GraphFacts graph_facts(const onnx::ModelProto& model, const fs::path& file) {
   f.node_count = g.node_size();
   std::map<std::string, const onnx::TensorProto*> weights;
   for (const auto& t : g.initializer()) weights[t.name()] = &t;
-  std::set<std::string> full_read, row_read;
+  std::map<std::string, std::vector<std::pair<const onnx::NodeProto*, int>>> uses;
   std::map<std::string, double> expert_share;  // expert weight -> share a token reads
   for (const auto& n : g.node()) {
     ++f.op_counts[graph::qualified_op(n)];
     const double share = active_expert_share(n, weights);
     for (int i = 0; i < n.input_size(); ++i) {
       if (share > 0 && expert_input(i) && !n.input(i).empty()) expert_share[n.input(i)] = share;
-      else (row_indexed_input(n, i) ? row_read : full_read).insert(n.input(i));
+      else uses[n.input(i)].push_back({&n, i});
     }
   }
+  // Whether every use of `value` reads only rows a token selects: directly,
+  // or through a Reshape (the quantized embedding reads its table that way).
+  std::function<bool(const std::string&, int)> rows_only = [&](const std::string& value, int depth) {
+    auto it = uses.find(value);
+    if (it == uses.end() || depth > 2) return false;
+    for (const auto& [node, index] : it->second) {
+      if (row_indexed_input(*node, index)) continue;
+      if (node->op_type() == "Reshape" && index == 0 && node->output_size() == 1 &&
+          rows_only(node->output(0), depth + 1))
+        continue;
+      return false;
+    }
+    return true;
+  };
+  std::set<std::string> full_read, row_read;
+  for (const auto& [value, readers] : uses) (rows_only(value, 0) ? row_read : full_read).insert(value);
   for (const auto& t : g.initializer()) {
     const int64_t bytes = tensor_bytes(t);
     f.weight_bytes += bytes;
