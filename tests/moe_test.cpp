@@ -524,6 +524,23 @@ TEST(MoeCheckpoint, PerExpertCheckpointWithAnExtraExpertIsRefused) {
       << e;
 }
 
+// The mixed plan measures Linear sites only: a budget that would leave the
+// experts out is refused before anything slow (gptq alone fits the shared
+// expert and keeps the routed experts rtn).
+TEST(MoeCheckpoint, BitsBudgetIsRefused) {
+  test::TempDir tmp;
+  test::write_text(tmp / "cal.txt", std::string(4000, 'a'));
+  BuildOptions opts;
+  opts.precision = Precision::Int4;
+  opts.quant_method = quant::QuantMethod::Gptq;
+  opts.calibration = tmp / "cal.txt";
+  opts.bits_budget = 5;
+  const std::string e = test::error_message(
+      [&] { build_model(*Checkpoint::open(moe_golden_checkpoint()), opts, tmp / "m"); });
+  EXPECT_NE(e.find("--bits-budget: is not supported for mixture-of-experts"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(tmp / "m"));
+}
+
 TEST(MoeSynthCli, PresetsAndShapeFlags) {
   test::TempDir tmp;
   test::CliResult r = test::run_cli({"synth", "--preset", "tiny-moe", "--out", (tmp / "a").string(), "--experts", "4",
