@@ -25,6 +25,7 @@
 #include "ortext/released_weights.h"
 #include "graph/matmul_nbits_model.h"
 #include "rewrite/model_rewrite.h"
+#include "rewrite/weight_reshapes.h"
 #include "runtime/session.h"
 #include "test_util.h"
 #include "kernel_levels.h"
@@ -147,6 +148,73 @@ TEST(OrtextRewrite, SwitchesOnlyTheNodesTheKernelSupports) {
   RewriteOptions any;
   any.any_accuracy_level = true;
   EXPECT_EQ(use_deltagen_kernels(model, any).rewritten, 1);  // node 1 now; node 3 never (bits 8)
+}
+
+// A Reshape of a file weight by a constant shape becomes a second initializer
+// over the same bytes; the original goes when nothing else reads it, and so
+// does the shape's Constant. An inline weight is left alone.
+TEST(OrtextRewrite, ReshapeOfAFileWeightIsReadInPlace) {
+  auto graph_with = [](bool external, bool second_reader) {
+    onnx::GraphProto g;
+    onnx::TensorProto* w = g.add_initializer();
+    w->set_name("table");
+    w->set_data_type(onnx::TensorProto_DataType_UINT8);
+    for (int64_t d : {4, 2, 8}) w->add_dims(d);
+    if (external) {
+      w->set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+      for (auto [k, v] : {std::pair{"location", "model.onnx.data"}, {"offset", "4096"}, {"length", "64"}}) {
+        auto* e = w->add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      }
+    } else {
+      w->set_raw_data(std::string(64, '\1'));
+    }
+    onnx::NodeProto* c = g.add_node();
+    c->set_op_type("Constant");
+    c->add_output("shape");
+    auto* a = c->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto_DataType_INT64);
+    a->mutable_t()->add_dims(2);
+    a->mutable_t()->add_int64_data(4);
+    a->mutable_t()->add_int64_data(-1);
+    onnx::NodeProto* r = g.add_node();
+    r->set_op_type("Reshape");
+    r->add_input("table");
+    r->add_input("shape");
+    r->add_output("rows");
+    onnx::NodeProto* gather = g.add_node();
+    gather->set_op_type("Gather");
+    gather->add_input("rows");
+    gather->add_input("ids");
+    gather->add_output("y");
+    if (second_reader) {
+      onnx::NodeProto* id = g.add_node();
+      id->set_op_type("Identity");
+      id->add_input("table");
+      id->add_output("t2");
+    }
+    return g;
+  };
+  onnx::GraphProto g = graph_with(true, false);
+  EXPECT_EQ(rewrite::alias_reshaped_weights(g), 1);
+  ASSERT_EQ(g.node_size(), 1);  // the Gather alone
+  EXPECT_EQ(g.node(0).op_type(), "Gather");
+  ASSERT_EQ(g.initializer_size(), 1);
+  EXPECT_EQ(g.initializer(0).name(), "rows");
+  EXPECT_EQ(std::vector<int64_t>(g.initializer(0).dims().begin(), g.initializer(0).dims().end()),
+            (std::vector<int64_t>{4, 16}));
+  EXPECT_EQ(g.initializer(0).external_data(1).value(), "4096");
+
+  g = graph_with(true, true);
+  EXPECT_EQ(rewrite::alias_reshaped_weights(g), 1);
+  EXPECT_EQ(g.initializer_size(), 2);  // the Identity still reads the original
+
+  g = graph_with(false, false);
+  EXPECT_EQ(rewrite::alias_reshaped_weights(g), 0);
+  EXPECT_EQ(g.node_size(), 3);
 }
 
 TEST(OrtextRewrite, WeightsThatAreGraphInputsStayOnOrt) {

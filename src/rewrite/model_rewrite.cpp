@@ -292,8 +292,10 @@ RewriteSummary use_deltagen_kernels(onnx::ModelProto& model, const RewriteOption
   }
   if (options.fusions && summary.attention > 0) summary.gated_attention = fuse_gated_attention(graph);
   if (options.release_weights) {
-    summary.aliased_reshapes = alias_reshaped_weights(graph);
-    for (const auto& t : graph.initializer()) constants.emplace(t.name(), &t);
+    summary.aliased_reshapes = alias_reshaped_weights(graph);  // rebuilds the initializer list
+    constants.clear();
+    for (const auto& t : graph.initializer())
+      if (!graph_inputs.count(t.name())) constants[t.name()] = &t;
     summary.released = mark_released_weights(graph, constants);
   }
   if (summary.deltagen_nodes() > 0) {

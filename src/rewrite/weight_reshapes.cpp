@@ -94,11 +94,30 @@ int64_t alias_reshaped_weights(onnx::GraphProto& graph) {
     removed.insert(i);
   }
   if (removed.empty()) return 0;
-  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  // The Reshapes go, and with them what only they read: the original
+  // initializer (when nothing else reads it) and the shape's Constant node.
+  // ORT would warn about each one left unused.
+  std::set<std::string> read;
   for (int i = 0; i < graph.node_size(); ++i)
-    if (!removed.count(i)) *kept.Add() = graph.node(i);
+    if (!removed.count(i))
+      for (const auto& in : graph.node(i).input()) read.insert(in);
+  for (const auto& o : graph.output()) read.insert(o.name());
+  std::set<std::string> dropped_inputs;
+  for (int i : removed)
+    for (const auto& in : graph.node(i).input())
+      if (!read.count(in)) dropped_inputs.insert(in);
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& n = graph.node(i);
+    const bool unused_constant = n.op_type() == "Constant" && n.output_size() == 1 && dropped_inputs.count(n.output(0));
+    if (!removed.count(i) && !unused_constant) *kept.Add() = n;
+  }
   graph.mutable_node()->Swap(&kept);
-  for (auto& a : aliases) *graph.add_initializer() = std::move(a);
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> initializers;
+  for (auto& t : *graph.mutable_initializer())
+    if (!dropped_inputs.count(t.name())) *initializers.Add() = std::move(t);
+  for (auto& a : aliases) *initializers.Add() = std::move(a);
+  graph.mutable_initializer()->Swap(&initializers);
   return int64_t(removed.size());
 }
 
