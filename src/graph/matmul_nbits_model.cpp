@@ -49,28 +49,30 @@ onnx::ModelProto matmul_nbits_model(const std::vector<MatMulNBitsNode>& nodes, i
     const kernels::NBitsShape& s = w.shape;
     if (s.k != k) fail("matmul_nbits_model", "all nodes must share K");
     const std::string id = std::to_string(i);
+    // prefix + id, appended: GCC 12 warns (-Wrestrict, falsely) on "literal" + string.
+    auto named = [&id](const char* prefix) { return std::string(prefix).append(id); };
     onnx::NodeProto& node = *graph.add_node();
     node.set_op_type("MatMulNBits");
     node.set_domain("com.microsoft");
-    node.set_name("MatMul_Q4_" + id);
-    node.add_input("A");
-    node.add_input("B" + id);
-    node.add_input("scales" + id);
-    add_initializer(graph, "B" + id, onnx::TensorProto_DataType_UINT8, {s.n, s.k_blocks(), s.file_block_bytes()}, w.data,
+    node.set_name(named("MatMul_Q4_"));
+    node.add_input(std::string("A"));  // not the const char* overload: GCC 12 -Wrestrict false positive
+    node.add_input(named("B"));
+    node.add_input(named("scales"));
+    add_initializer(graph, named("B"), onnx::TensorProto_DataType_UINT8, {s.n, s.k_blocks(), s.file_block_bytes()}, w.data,
                     size_t(s.n * s.k_blocks() * s.file_block_bytes()));
-    add_initializer(graph, "scales" + id, onnx::TensorProto_DataType_FLOAT, {s.n * s.k_blocks()}, w.scales,
+    add_initializer(graph, named("scales"), onnx::TensorProto_DataType_FLOAT, {s.n * s.k_blocks()}, w.scales,
                     size_t(s.n * s.k_blocks()) * sizeof(float));
-    if (w.zero_points || nodes[i].bias) node.add_input(w.zero_points ? "zero_points" + id : "");
+    if (w.zero_points || nodes[i].bias) node.add_input(w.zero_points ? named("zero_points") : "");
     if (w.zero_points)
-      add_initializer(graph, "zero_points" + id, onnx::TensorProto_DataType_UINT8, {s.n * s.zero_point_row_bytes()},
+      add_initializer(graph, named("zero_points"), onnx::TensorProto_DataType_UINT8, {s.n * s.zero_point_row_bytes()},
                       w.zero_points, size_t(s.n * s.zero_point_row_bytes()));
     if (nodes[i].bias) {
       node.add_input("");  // g_idx
-      node.add_input("bias" + id);
-      add_initializer(graph, "bias" + id, onnx::TensorProto_DataType_FLOAT, {s.n}, nodes[i].bias, size_t(s.n) * sizeof(float));
+      node.add_input(named("bias"));
+      add_initializer(graph, named("bias"), onnx::TensorProto_DataType_FLOAT, {s.n}, nodes[i].bias, size_t(s.n) * sizeof(float));
     }
-    node.add_output("Y" + id);
-    add_tensor_value_info(graph.add_output(), "Y" + id, "M", s.n);
+    node.add_output(named("Y"));
+    add_tensor_value_info(graph.add_output(), named("Y"), "M", s.n);
     *node.add_attribute() = attr("K", int64_t(s.k));
     *node.add_attribute() = attr("N", int64_t(s.n));
     *node.add_attribute() = attr("bits", int64_t(s.bits));

@@ -65,7 +65,13 @@ PackedWeights pack_weights(const NBitsWeightsView& view, const PackOptions& opti
   const int64_t file_block = s.file_block_bytes();
   const int64_t chunks = s.block_size / PackedWeights::kChunkK;
   const int64_t zp_row = s.zero_point_row_bytes();
+  constexpr int64_t kReportGroups = 256;  // 4096 rows between rows_packed calls
+  int64_t reported = 0;
   for (int64_t g = 0; g < w.groups(); ++g) {
+    if (options.rows_packed && g > 0 && g % kReportGroups == 0) {
+      options.rows_packed(reported, g * PackedWeights::kGroupRows);
+      reported = g * PackedWeights::kGroupRows;
+    }
     uint8_t* record = w.data_.get() + g * w.group_stride();
     for (int64_t b = 0; b < kb; ++b, record += w.block_stride()) {
       uint8_t* scales = record + w.payload_bytes();
@@ -94,6 +100,7 @@ PackedWeights pack_weights(const NBitsWeightsView& view, const PackOptions& opti
       }
     }
   }
+  if (options.rows_packed && reported < s.n) options.rows_packed(reported, s.n);
   return w;
 }
 

@@ -26,6 +26,7 @@
 // PackOptions): at block size 32 that is 10% fewer bytes per GEMV.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "kernels/stream_memory.h"
@@ -68,6 +69,10 @@ struct PackOptions {
   bool compact_scales = true;
   // Where the packed bytes live (stream_memory.h).
   PageSize pages = PageSize::Huge;
+  // Told, every few thousand rows and at the end, that the file rows
+  // [begin, end) of B (and of the zero points) are packed and will not be
+  // read again, so their memory can be given back while the rest is packed.
+  std::function<void(int64_t begin, int64_t end)> rows_packed;
 };
 
 class PackedWeights {

@@ -68,12 +68,21 @@ MatMulNBitsKernel::MatMulNBitsKernel(const OrtKernelInfo* raw_info) {
     check_size("zero_points", zero_points.GetTensorTypeAndShapeInfo().GetElementCount(), shape_.n * shape_.zero_point_row_bytes());
     view.zero_points = zero_points.GetTensorData<uint8_t>();
   }
-  packed_.emplace(kernels::pack_weights(view, pack_options_));
-  if (attribute_or<int64_t>(info, kReleaseWeightsAttribute, 0) != 0) {
-    release_mapped_weight(view.data, size_t(shape_.n * shape_.k_blocks() * shape_.file_block_bytes()));
-    release_mapped_weight(view.scales, size_t(shape_.n * shape_.k_blocks()) * sizeof(float));
-    if (view.zero_points) release_mapped_weight(view.zero_points, size_t(shape_.n * shape_.zero_point_row_bytes()));
-  }
+  // With the rewrite's leave (no other node reads them in full), B's rows
+  // are given back as they are packed, so a large weight (the 0.8B model's
+  // 127 MB lm_head) is never held twice; then the scales.
+  const bool release = attribute_or<int64_t>(info, kReleaseWeightsAttribute, 0) != 0;
+  kernels::PackOptions options = pack_options_;
+  if (release)
+    options.rows_packed = [&view, this](int64_t begin, int64_t end) {
+      const int64_t row = shape_.k_blocks() * shape_.file_block_bytes();
+      release_mapped_weight(view.data + begin * row, size_t((end - begin) * row));
+      if (view.zero_points)
+        release_mapped_weight(view.zero_points + begin * shape_.zero_point_row_bytes(),
+                              size_t((end - begin) * shape_.zero_point_row_bytes()));
+    };
+  packed_.emplace(kernels::pack_weights(view, options));
+  if (release) release_mapped_weight(view.scales, size_t(shape_.n * shape_.k_blocks()) * sizeof(float));
 }
 
 kernels::NBitsWeightsView MatMulNBitsKernel::weights_from_inputs(const Ort::KernelContext& ctx) const {
