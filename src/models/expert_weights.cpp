@@ -1,8 +1,5 @@
 #include "models/expert_weights.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -10,6 +7,7 @@
 #include "deltagen/error.h"
 #include "quant/parallel.h"
 #include "util/half.h"
+#include "util/mapped_pages.h"
 
 namespace deltagen {
 namespace {
@@ -51,18 +49,12 @@ class ExpertRows {
       const int64_t b = fc_ == ExpertFc::Fc1GateUp ? begin / 2 : begin;
       const int64_t n = (fc_ == ExpertFc::Fc1GateUp ? end / 2 : end) - b;
       const size_t row_bytes = size_t(m.cols) * dtype_size(m.dtype);
-      if (n > 0) drop(m.data + size_t(b) * row_bytes, size_t(n) * row_bytes);
+      if (n > 0) drop_mapped_pages(m.data + size_t(b) * row_bytes, size_t(n) * row_bytes);
     }
   }
 
  private:
   ExpertMatrix part(int64_t e, ExpertPart p) const { return ckpt_.expert_matrix(layer_, e, p); }
-  static void drop(const uint8_t* data, size_t nbytes) {
-    static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-    const uintptr_t begin = (uintptr_t(data) + page - 1) / page * page;
-    const uintptr_t end = (uintptr_t(data) + nbytes) / page * page;
-    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-  }
 
   const Checkpoint& ckpt_;
   int64_t layer_;

@@ -1,8 +1,5 @@
 #include "models/weights.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -11,24 +8,14 @@
 #include "quant/parallel.h"
 #include "deltagen/error.h"
 #include "util/half.h"
+#include "util/mapped_pages.h"
 
 namespace deltagen {
 namespace {
 
 using graph::DataType;
 
-// Tells the kernel this process is done with some bytes of the read-only
-// checkpoint map, so their pages stop counting as this process's memory
-// (they stay in the page cache and would simply be read again). Only whole
-// pages inside the range are dropped.
-void drop_mapped_range(const uint8_t* data, size_t nbytes) {
-  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (uintptr_t(data) + page - 1) / page * page;
-  const uintptr_t end = (uintptr_t(data) + nbytes) / page * page;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-}
-
-void drop_mapped_pages(const TensorInfo& t) { drop_mapped_range(t.data, t.nbytes); }
+void drop_tensor_pages(const TensorInfo& t) { drop_mapped_pages(t.data, t.nbytes); }
 
 // Checkpoint tensors [rows_i, cols] seen as one matrix stacked along rows.
 class StackedRows {
@@ -58,7 +45,7 @@ class StackedRows {
     }
   }
   void drop_pages() const {
-    for (const TensorInfo* t : parts_) drop_mapped_pages(*t);
+    for (const TensorInfo* t : parts_) drop_tensor_pages(*t);
   }
   // Drops the mapped pages of rows [begin, end), which a pass has finished with.
   void drop_rows(int64_t begin, int64_t end) const {
@@ -66,7 +53,7 @@ class StackedRows {
       const int64_t b = std::max<int64_t>(begin, 0), e = std::min<int64_t>(end, t->shape[0]);
       if (e > b) {
         const size_t row_bytes = size_t(cols_) * dtype_size(t->dtype);
-        drop_mapped_range(t->data + size_t(b) * row_bytes, size_t(e - b) * row_bytes);
+        drop_mapped_pages(t->data + size_t(b) * row_bytes, size_t(e - b) * row_bytes);
       }
       begin -= t->shape[0];
       end -= t->shape[0];
@@ -152,7 +139,7 @@ graph::Initializer float_weight(const Checkpoint& ckpt, const std::string& tenso
       const size_t n = std::min(kSlice, count - begin);
       slice.resize(n);
       convert_to_f32(t.dtype, t.data + begin * esize, n, slice.data());
-      drop_mapped_range(t.data + begin * esize, n * esize);
+      drop_mapped_pages(t.data + begin * esize, n * esize);
       apply(map, slice);
       if (dtype == graph::kFloat) {
         std::copy(slice.begin(), slice.end(), f32_out.begin() + begin);
@@ -161,7 +148,7 @@ graph::Initializer float_weight(const Checkpoint& ckpt, const std::string& tenso
         std::copy(half.begin(), half.end(), u16_out.begin() + begin);
       }
     }
-    drop_mapped_pages(t);
+    drop_tensor_pages(t);
     if (dtype == graph::kFloat) return graph::WeightBuffer(std::move(f32_out));
     return graph::WeightBuffer(std::move(u16_out));
   };

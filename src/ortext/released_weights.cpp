@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "util/mapped_pages.h"
+
 namespace deltagen::ortext {
 namespace {
 
@@ -66,13 +68,8 @@ size_t release_clean_file_pages(const std::filesystem::path& data_file) {
 }
 
 size_t release_mapped_weight(const void* data, size_t bytes) {
-  if (!data || bytes == 0) return 0;
-  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = uintptr_t(data), end = begin + bytes;
-  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
-  if (last <= first || !inside_file_mapping(begin, end)) return 0;
-  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
-  return last - first;
+  if (!data || bytes == 0 || !inside_file_mapping(uintptr_t(data), uintptr_t(data) + bytes)) return 0;
+  return drop_mapped_pages(data, bytes);
 }
 
 }  // namespace deltagen::ortext
