@@ -55,6 +55,10 @@ std::optional<std::vector<int64_t>> resolve(const std::vector<int64_t>& shape, c
 }  // namespace
 
 int64_t alias_reshaped_weights(onnx::GraphProto& graph) {
+  // A subgraph (If, Loop, Scan) may read a weight by name from outside: leave such graphs alone.
+  for (const auto& n : graph.node())
+    for (const auto& a : n.attribute())
+      if (a.has_g() || a.graphs_size() > 0) return 0;
   std::map<std::string, const onnx::TensorProto*> weights, constants;
   for (const auto& t : graph.initializer()) weights[t.name()] = &t;
   for (const auto& in : graph.input()) weights.erase(in.name());  // overridable at run time
