@@ -17,10 +17,14 @@ using graph::DataType;
 // Row r of expert e's [N, K] matrix, in the order the graph stores it.
 class ExpertRows {
  public:
-  ExpertRows(const Checkpoint& ckpt, int64_t layer, ExpertFc fc) : ckpt_(ckpt), layer_(layer), fc_(fc) {
-    const ModelConfig& c = ckpt.config();
-    experts_ = c.num_experts;
-    const ExpertMatrix first = part(0, fc == ExpertFc::Fc1GateUp ? ExpertPart::Gate : ExpertPart::Down);
+  // Every expert's matrices are located once here: read_row runs once per
+  // row (256 experts x 1024 rows per layer on 35B-A3B), the lookup by name need not.
+  ExpertRows(const Checkpoint& ckpt, int64_t layer, ExpertFc fc) : fc_(fc) {
+    experts_ = ckpt.config().num_experts;
+    for (int64_t e = 0; e < experts_; ++e)
+      for (ExpertPart p : {ExpertPart::Gate, ExpertPart::Up, ExpertPart::Down})
+        parts_.push_back(ckpt.expert_matrix(layer, e, p));
+    const ExpertMatrix& first = part(0, fc == ExpertFc::Fc1GateUp ? ExpertPart::Gate : ExpertPart::Down);
     rows_ = fc == ExpertFc::Fc1GateUp ? 2 * first.rows : first.rows;
     cols_ = first.cols;
   }
@@ -29,14 +33,10 @@ class ExpertRows {
   int64_t cols() const { return cols_; }  // K
 
   void read_row(int64_t e, int64_t r, float* dst) const {
-    ExpertMatrix m;
-    int64_t row = r;
-    if (fc_ == ExpertFc::Fc1GateUp) {  // interleaved: gate 0, up 0, gate 1, up 1, ...
-      m = part(e, r % 2 == 0 ? ExpertPart::Gate : ExpertPart::Up);
-      row = r / 2;
-    } else {
-      m = part(e, ExpertPart::Down);
-    }
+    // fc1 interleaved: gate 0, up 0, gate 1, up 1, ...
+    const bool fc1 = fc_ == ExpertFc::Fc1GateUp;
+    const ExpertMatrix& m = part(e, fc1 ? (r % 2 == 0 ? ExpertPart::Gate : ExpertPart::Up) : ExpertPart::Down);
+    const int64_t row = fc1 ? r / 2 : r;
     convert_to_f32(m.dtype, m.data + size_t(row * m.cols) * dtype_size(m.dtype), size_t(m.cols), dst);
   }
 
@@ -45,7 +45,7 @@ class ExpertRows {
   void drop_rows(int64_t e, int64_t begin, int64_t end) const {
     for (ExpertPart p : {ExpertPart::Gate, ExpertPart::Up, ExpertPart::Down}) {
       if ((fc_ == ExpertFc::Fc2Down) != (p == ExpertPart::Down)) continue;
-      const ExpertMatrix m = part(e, p);
+      const ExpertMatrix& m = part(e, p);
       const int64_t b = fc_ == ExpertFc::Fc1GateUp ? begin / 2 : begin;
       const int64_t n = (fc_ == ExpertFc::Fc1GateUp ? end / 2 : end) - b;
       const size_t row_bytes = size_t(m.cols) * dtype_size(m.dtype);
@@ -54,10 +54,9 @@ class ExpertRows {
   }
 
  private:
-  ExpertMatrix part(int64_t e, ExpertPart p) const { return ckpt_.expert_matrix(layer_, e, p); }
+  const ExpertMatrix& part(int64_t e, ExpertPart p) const { return parts_[size_t(e * 3 + int64_t(p))]; }
 
-  const Checkpoint& ckpt_;
-  int64_t layer_;
+  std::vector<ExpertMatrix> parts_;  // [experts][gate, up, down]
   ExpertFc fc_;
   int64_t experts_ = 0, rows_ = 0, cols_ = 0;
 };
