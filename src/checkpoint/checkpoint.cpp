@@ -20,11 +20,12 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// "model.language_model.layers.0.x" -> "layers.0.x"; "" for tensors the text
-// model does not use (vision tower, multi-token-prediction head).
+// "model.language_model.layers.0.x" -> "layers.0.x", "model.visual.x" ->
+// "visual.x"; "" for the multi-token-prediction head, which nothing uses.
 std::string canonical_name(const std::string& stored) {
   auto starts = [&](const char* p) { return stored.rfind(p, 0) == 0; };
-  if (starts("model.visual.") || starts("visual.") || starts("mtp.") || starts("model.mtp.")) return "";
+  if (starts("mtp.") || starts("model.mtp.")) return "";
+  if (starts("model.visual.")) return stored.substr(std::strlen("model."));
   if (starts("model.language_model.")) return stored.substr(std::strlen("model.language_model."));
   if (starts("model.")) return stored.substr(std::strlen("model."));
   if (starts("language_model.model.")) return stored.substr(std::strlen("language_model.model."));
@@ -145,6 +146,39 @@ std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& c, ExpertLayout e
   return specs;
 }
 
+std::vector<TensorSpec> qwen35_vision_tensor_specs(const ModelConfig& c) {
+  std::vector<TensorSpec> specs;
+  if (!c.vision) return specs;
+  const VisionConfig& v = *c.vision;
+  const int64_t D = v.hidden_size, I = v.intermediate_size, M = D * v.merge_unit();
+  specs.push_back({"visual.patch_embed.proj.weight",
+                   {D, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size}});
+  specs.push_back({"visual.patch_embed.proj.bias", {D}});
+  specs.push_back({"visual.pos_embed.weight", {v.num_position_embeddings, D}});
+  for (int64_t i = 0; i < v.depth; ++i) {
+    const std::string b = "visual.blocks." + std::to_string(i) + ".";
+    for (const char* n : {"norm1", "norm2"}) {
+      specs.push_back({b + n + ".weight", {D}});
+      specs.push_back({b + n + ".bias", {D}});
+    }
+    specs.push_back({b + "attn.qkv.weight", {3 * D, D}});
+    specs.push_back({b + "attn.qkv.bias", {3 * D}});
+    specs.push_back({b + "attn.proj.weight", {D, D}});
+    specs.push_back({b + "attn.proj.bias", {D}});
+    specs.push_back({b + "mlp.linear_fc1.weight", {I, D}});
+    specs.push_back({b + "mlp.linear_fc1.bias", {I}});
+    specs.push_back({b + "mlp.linear_fc2.weight", {D, I}});
+    specs.push_back({b + "mlp.linear_fc2.bias", {D}});
+  }
+  specs.push_back({"visual.merger.norm.weight", {D}});
+  specs.push_back({"visual.merger.norm.bias", {D}});
+  specs.push_back({"visual.merger.linear_fc1.weight", {M, M}});
+  specs.push_back({"visual.merger.linear_fc1.bias", {M}});
+  specs.push_back({"visual.merger.linear_fc2.weight", {v.out_hidden_size, M}});
+  specs.push_back({"visual.merger.linear_fc2.bias", {v.out_hidden_size}});
+  return specs;
+}
+
 std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
   if (!fs::is_directory(dir)) fail(dir.string(), "checkpoint folder does not exist");
   auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
@@ -167,7 +201,15 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
   }
 
   ck->expert_layout_ = detect_expert_layout(ck->config_, ck->tensors_, dir);
-  for (const auto& spec : qwen35_tensor_specs(ck->config_, ck->expert_layout_)) {
+  // The vision tower is checked when the checkpoint has one: a VL config
+  // whose visual.* tensors were all stripped still builds as a text model.
+  std::vector<TensorSpec> specs = qwen35_tensor_specs(ck->config_, ck->expert_layout_);
+  bool any_visual = false;
+  for (const auto& [name, info] : ck->tensors_) any_visual |= name.rfind("visual.", 0) == 0;
+  ck->has_vision_ = ck->config_.vision && any_visual;
+  if (ck->has_vision_)
+    for (auto& spec : qwen35_vision_tensor_specs(ck->config_)) specs.push_back(std::move(spec));
+  for (const auto& spec : specs) {
     auto it = ck->tensors_.find(spec.name);
     if (it == ck->tensors_.end())
       fail(dir.string(), "tensor " + spec.name + " is missing from the safetensors files (config.json needs it)");
@@ -233,7 +275,7 @@ std::vector<fs::path> tokenizer_files_in(const fs::path& dir) {
   std::vector<fs::path> out;
   for (const char* n : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
                         "special_tokens_map.json", "added_tokens.json", "generation_config.json",
-                        "chat_template.jinja", "chat_template.json"})
+                        "chat_template.jinja", "chat_template.json", "preprocessor_config.json"})
     if (fs::is_regular_file(dir / n)) out.push_back(dir / n);
   return out;
 }

@@ -5,8 +5,9 @@
 // Tensor names are canonical, i.e. relative to the text model:
 //   "embed_tokens.weight", "norm.weight", "lm_head.weight",
 //   "layers.3.self_attn.q_proj.weight", "layers.0.linear_attn.A_log", ...
-// The prefixes "model.language_model." and "model." are stripped on load;
-// "model.visual.*" and "mtp.*" tensors are ignored.
+// The prefixes "model.language_model." and "model." are stripped on load, so
+// the vision tower's tensors are "visual.blocks.0.attn.qkv.weight", ...;
+// "mtp.*" tensors are ignored.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -35,6 +36,10 @@ enum class ExpertLayout { Fused, PerExpert };
 // stable order: embeddings, layers 0..N-1, final norm, lm_head.
 std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& cfg, ExpertLayout experts = ExpertLayout::Fused);
 
+// Every tensor of the vision tower (canonical "visual.*" names); empty for a
+// config without vision_config.
+std::vector<TensorSpec> qwen35_vision_tensor_specs(const ModelConfig& cfg);
+
 // One routed expert's matrix, wherever it is stored: `rows` x `cols` values
 // of `dtype` from `data` (row-major), inside checkpoint tensor `tensor`.
 enum class ExpertPart { Gate, Up, Down };  // [I, H], [I, H], [H, I]
@@ -58,6 +63,8 @@ class Checkpoint {
   static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir);
 
   const ModelConfig& config() const { return config_; }
+  // A vision_config and the visual.* tensors it needs (all checked on open).
+  bool has_vision() const { return has_vision_; }
   const std::filesystem::path& dir() const { return dir_; }
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
@@ -81,6 +88,7 @@ class Checkpoint {
   std::filesystem::path dir_;
   ModelConfig config_;
   ExpertLayout expert_layout_ = ExpertLayout::Fused;
+  bool has_vision_ = false;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorInfo> tensors_;
 };

@@ -1,5 +1,6 @@
 #include "checkpoint/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -120,7 +121,63 @@ void read_moe(const ConfigReader& r, ModelConfig& c) {
     r.bad("mlp_only_layers", "is not supported (every Qwen3.5-MoE layer is a MoE layer)");
 }
 
+// vision_config of a VL checkpoint. Only the plain Qwen3.5 tower is
+// accepted: no deepstack, gelu_pytorch_tanh MLP, a square position table.
+VisionConfig read_vision(const ConfigReader& r, const std::string& origin) {
+  VisionConfig v;
+  v.depth = r.positive_int("depth", kMaxConfigLayers);
+  v.hidden_size = r.positive_int("hidden_size");
+  v.num_heads = r.positive_int("num_heads");
+  v.intermediate_size = r.positive_int("intermediate_size");
+  if (r.has("in_channels")) v.in_channels = r.positive_int("in_channels", 16);
+  v.patch_size = r.positive_int("patch_size", 1024);
+  v.temporal_patch_size = r.has("temporal_patch_size") ? r.positive_int("temporal_patch_size", 64) : 2;
+  v.spatial_merge_size = r.positive_int("spatial_merge_size", 64);
+  v.out_hidden_size = r.positive_int("out_hidden_size");
+  v.num_position_embeddings = r.positive_int("num_position_embeddings");
+  if (v.position_side() * v.position_side() != v.num_position_embeddings)
+    r.bad("num_position_embeddings", "must be a square number, got " + std::to_string(v.num_position_embeddings));
+  if (v.hidden_size % v.num_heads != 0 || v.head_dim() % 4 != 0)
+    r.bad("num_heads", "must divide hidden_size into heads of a multiple of 4 (2-D rotary), got " +
+                           std::to_string(v.num_heads) + " for hidden_size " + std::to_string(v.hidden_size));
+  if (r.has("hidden_act") && r.string("hidden_act") != "gelu_pytorch_tanh")
+    r.bad("hidden_act", "'" + r.string("hidden_act") + "' is not supported (expected gelu_pytorch_tanh)");
+  if (r.has("deepstack_visual_indexes") && !r.at("deepstack_visual_indexes").empty())
+    r.bad("deepstack_visual_indexes", "is not supported (Qwen3.5's tower has no deepstack)");
+  if (r.has("rope_theta")) v.rope_theta = r.number("rope_theta");
+  if (!(v.rope_theta > 0)) r.bad("rope_theta", "must be positive");
+  (void)origin;
+  return v;
+}
+
+// rope_parameters.mrope_section: three non-negative counts whose sum is at
+// most rotary_dim / 2 (the frequencies the interleave hands out).
+std::array<int64_t, 3> read_mrope_section(const ConfigReader& rr, int64_t rotary_dim) {
+  std::array<int64_t, 3> s{0, 0, 0};
+  if (!rr.has("mrope_section")) return s;
+  const json& v = rr.at("mrope_section");
+  if (!v.is_array() || v.size() != 3) rr.bad("mrope_section", "must be a list of 3 integers, got " + v.dump());
+  int64_t sum = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    if (!v[i].is_number_integer() || v[i].get<int64_t>() < 0)
+      rr.bad("mrope_section", "must hold non-negative integers, got " + v.dump());
+    s[i] = v[i].get<int64_t>();
+    sum += s[i];
+  }
+  if (sum > rotary_dim / 2)
+    rr.bad("mrope_section", "sums to " + std::to_string(sum) + ", more than rotary_dim / 2 = " +
+                                std::to_string(rotary_dim / 2));
+  if (rr.has("mrope_interleaved") && !rr.boolean("mrope_interleaved", true))
+    rr.bad("mrope_interleaved", "false is not supported (Qwen3.5 interleaves the T/H/W frequencies)");
+  return s;
+}
+
 }  // namespace
+
+int64_t VisionConfig::position_side() const {
+  auto side = int64_t(std::llround(std::sqrt(double(num_position_embeddings))));
+  return side;
+}
 
 int64_t ModelConfig::num_full_layers() const {
   int64_t n = 0;
@@ -189,6 +246,7 @@ ModelConfig parse_config(const json& top, const std::string& origin) {
   if (c.rotary_dim() % 2 != 0 || c.rotary_dim() == 0)
     fail(origin, "rotary dimension head_dim * partial_rotary_factor = " + std::to_string(c.rotary_dim()) +
                      " must be a positive even number");
+  if (rope) c.mrope_section = read_mrope_section(rr, c.rotary_dim());
 
   c.linear_num_key_heads = r.positive_int("linear_num_key_heads");
   c.linear_num_value_heads = r.positive_int("linear_num_value_heads");
@@ -218,6 +276,23 @@ ModelConfig parse_config(const json& top, const std::string& origin) {
   };
   c.bos_token_id = single("bos_token_id");
   c.pad_token_id = single("pad_token_id");
+
+  if (top.contains("vision_config") && !top["vision_config"].is_null()) {
+    if (!top["vision_config"].is_object()) t.bad("vision_config", "must be an object");
+    c.vision = read_vision(ConfigReader(top["vision_config"], origin, "vision_config."), origin);
+    if (c.vision->out_hidden_size != c.hidden_size)
+      fail(origin, "'vision_config.out_hidden_size' (" + std::to_string(c.vision->out_hidden_size) +
+                       ") differs from the text hidden_size (" + std::to_string(c.hidden_size) + ")");
+    auto id = [&](const char* key) {
+      const int64_t v = t.has(key) ? t.positive_int(key, c.vocab_size - 1) : -1;
+      if (v < 0) t.bad(key, "is missing (a vision_config needs the placeholder token ids)");
+      return v;
+    };
+    c.image_token_id = id("image_token_id");
+    c.vision_start_token_id = id("vision_start_token_id");
+    c.vision_end_token_id = id("vision_end_token_id");
+    c.video_token_id = t.has("video_token_id") ? t.positive_int("video_token_id", c.vocab_size - 1) : -1;
+  }
   return c;
 }
 
@@ -239,6 +314,8 @@ json config_to_json(const ModelConfig& c, bool vl_layout) {
   // Frequency pairs split over the T/H/W position streams as in the real configs (32 -> 11,11,10).
   int64_t pairs = c.rotary_dim() / 2;
   json mrope_section = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3};
+  if (c.mrope_section[0] + c.mrope_section[1] + c.mrope_section[2] > 0)
+    mrope_section = {c.mrope_section[0], c.mrope_section[1], c.mrope_section[2]};
   json text = {
       {"model_type", c.is_moe() ? "qwen3_5_moe_text" : "qwen3_5_text"},
       {"vocab_size", c.vocab_size},
@@ -289,10 +366,32 @@ json config_to_json(const ModelConfig& c, bool vl_layout) {
     text["architectures"] = {c.is_moe() ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"};
     return text;
   }
-  return {{"architectures", {c.is_moe() ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
-          {"model_type", c.is_moe() ? "qwen3_5_moe" : "qwen3_5"},
-          {"tie_word_embeddings", c.tie_word_embeddings},
-          {"text_config", text}};
+  json top = {{"architectures", {c.is_moe() ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
+              {"model_type", c.is_moe() ? "qwen3_5_moe" : "qwen3_5"},
+              {"tie_word_embeddings", c.tie_word_embeddings},
+              {"text_config", text}};
+  if (c.vision) {
+    const VisionConfig& v = *c.vision;
+    top["vision_config"] = {{"model_type", "qwen3_5"},
+                            {"depth", v.depth},
+                            {"hidden_size", v.hidden_size},
+                            {"num_heads", v.num_heads},
+                            {"intermediate_size", v.intermediate_size},
+                            {"hidden_act", "gelu_pytorch_tanh"},
+                            {"in_channels", v.in_channels},
+                            {"patch_size", v.patch_size},
+                            {"temporal_patch_size", v.temporal_patch_size},
+                            {"spatial_merge_size", v.spatial_merge_size},
+                            {"out_hidden_size", v.out_hidden_size},
+                            {"num_position_embeddings", v.num_position_embeddings},
+                            {"deepstack_visual_indexes", json::array()},
+                            {"initializer_range", 0.02}};
+    top["image_token_id"] = c.image_token_id;
+    top["video_token_id"] = c.video_token_id >= 0 ? json(c.video_token_id) : json(nullptr);
+    top["vision_start_token_id"] = c.vision_start_token_id;
+    top["vision_end_token_id"] = c.vision_end_token_id;
+  }
+  return top;
 }
 
 }  // namespace deltagen

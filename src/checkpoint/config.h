@@ -6,7 +6,9 @@
 // qwen3_5_moe_text), whose every layer's MLP is a routed MoE block.
 #pragma once
 #include <cstdint>
+#include <array>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,30 @@ enum class LayerKind { Linear, Full };  // Gated DeltaNet / gated full attention
 // hostile config.json is refused before anything is allocated from it.
 inline constexpr int64_t kMaxConfigSize = int64_t(1) << 24;  // any width, count or length
 inline constexpr int64_t kMaxConfigLayers = 4096;
+
+// The vision tower of a VL checkpoint (`vision_config`, model.visual.*):
+// Conv3d patch embedding, a learned position table resampled to the image,
+// `depth` pre-norm ViT blocks with 2-D rotary, then a 2x2 patch merger into
+// the text model's width. shared/golden/vision/README.md section 2 has the math.
+struct VisionConfig {
+  int64_t depth = 0;
+  int64_t hidden_size = 0;
+  int64_t num_heads = 0;
+  int64_t intermediate_size = 0;
+  int64_t in_channels = 3;
+  int64_t patch_size = 16;
+  int64_t temporal_patch_size = 2;
+  int64_t spatial_merge_size = 2;
+  int64_t out_hidden_size = 0;          // = the text model's hidden_size
+  int64_t num_position_embeddings = 0;  // a square table: side = sqrt(this)
+  double rope_theta = 10000.0;          // HF's default; checkpoints do not store it
+  double layer_norm_eps = 1e-6;
+
+  int64_t head_dim() const { return hidden_size / num_heads; }
+  int64_t position_side() const;                 // sqrt(num_position_embeddings)
+  int64_t patch_dim() const { return in_channels * temporal_patch_size * patch_size * patch_size; }
+  int64_t merge_unit() const { return spatial_merge_size * spatial_merge_size; }  // patches per image token
+};
 
 struct ModelConfig {
   std::string model_type;     // top-level: "qwen3_5", "qwen3_5_text", "qwen3_5_moe" or "qwen3_5_moe_text"
@@ -59,6 +85,17 @@ struct ModelConfig {
   int64_t num_experts_per_tok = 0;
   int64_t moe_intermediate_size = 0;
   int64_t shared_expert_intermediate_size = 0;
+
+  // Multimodal (VL layout with a vision_config): the tower, the placeholder
+  // token ids, and the interleaved M-RoPE split of the rotary frequencies
+  // over the (T, H, W) position streams. Text-only configs leave vision empty;
+  // mrope_section is read whenever the config has it.
+  std::optional<VisionConfig> vision;
+  int64_t image_token_id = -1;
+  int64_t video_token_id = -1;
+  int64_t vision_start_token_id = -1;
+  int64_t vision_end_token_id = -1;
+  std::array<int64_t, 3> mrope_section{0, 0, 0};  // all 0: every frequency uses the T stream
 
   std::vector<int64_t> eos_token_ids;  // may be empty
   int64_t bos_token_id = -1;           // -1: none
