@@ -55,6 +55,7 @@ class StepRunner {
       Ort::TypeInfo type_info = session_.GetInputTypeInfo(i);  // keep alive: the shape info is a view into it
       auto tensor_info = type_info.GetTensorTypeAndShapeInfo();
       if (name == "inputs_embeds") embeds_dtype_ = tensor_info.GetElementType();
+      if (name == "position_ids") mrope_ = tensor_info.GetShape().size() == 3;
       if (name.rfind("past_key_values.", 0) != 0) continue;
       std::vector<int64_t> shape = tensor_info.GetShape();
       shape[0] = 1;                                  // batch 1
@@ -67,11 +68,20 @@ class StepRunner {
 
   // Feeds `ids` (or, for an inputs_embeds model, `embeds` [ids.size(), hidden]
   // fp32) after the earlier tokens; returns the first output (logits or
-  // hidden_states) as fp32, all rows it has.
-  std::vector<float> step(const std::vector<int64_t>& ids, const std::vector<float>& embeds = {}) {
+  // hidden_states) as fp32, all rows it has. A model with 3-D position_ids
+  // (a --vision decoder) gets `positions3` [3][ids.size()] when given, else
+  // the token position + rope_delta in all three rows.
+  std::vector<float> step(const std::vector<int64_t>& ids, const std::vector<float>& embeds = {},
+                          const std::vector<int64_t>& positions3 = {}) {
     const int64_t s = int64_t(ids.size()), total = position_ + s;
     std::vector<int64_t> input_ids = ids, mask(size_t(total), 1), positions(static_cast<size_t>(s));
-    for (int64_t i = 0; i < s; ++i) positions[size_t(i)] = position_ + i;
+    for (int64_t i = 0; i < s; ++i) positions[size_t(i)] = position_ + i + rope_delta_;
+    if (mrope_) {
+      std::vector<int64_t> rows = positions3;
+      if (rows.empty())
+        for (int r = 0; r < 3; ++r) rows.insert(rows.end(), positions.begin(), positions.end());
+      positions = std::move(rows);
+    }
     std::vector<uint16_t> embeds16;
 
     auto mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
@@ -98,7 +108,7 @@ class StepRunner {
       } else if (name == "attention_mask") {
         inputs.push_back(i64(mask, {1, total}));
       } else if (name == "position_ids") {
-        inputs.push_back(i64(positions, {1, s}));
+        inputs.push_back(mrope_ ? i64(positions, {3, 1, s}) : i64(positions, {1, s}));
       } else {
         Ort::Value& past = past_.at(name);
         auto info = past.GetTensorTypeAndShapeInfo();
@@ -146,6 +156,7 @@ class StepRunner {
     return past_.at(past_name).GetTensorTypeAndShapeInfo().GetShape();
   }
   const std::vector<int64_t>& last_output_shape() const { return last_shape_; }
+  void set_rope_delta(int64_t delta) { rope_delta_ = delta; }
   // An output other than the first and the present states, from the last step.
   const std::vector<float>& output(const std::string& name) const { return others_.at(name); }
 
@@ -173,6 +184,8 @@ class StepRunner {
   ONNXTensorElementDataType embeds_dtype_ = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   std::vector<int64_t> last_shape_;
   int64_t position_ = 0;
+  bool mrope_ = false;
+  int64_t rope_delta_ = 0;
 };
 
 }  // namespace deltagen::test

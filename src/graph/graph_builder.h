@@ -26,6 +26,7 @@ constexpr DataType kBFloat16 = onnx::TensorProto_DataType_BFLOAT16;
 constexpr DataType kInt64 = onnx::TensorProto_DataType_INT64;
 constexpr DataType kInt32 = onnx::TensorProto_DataType_INT32;
 constexpr DataType kUInt8 = onnx::TensorProto_DataType_UINT8;
+constexpr DataType kBool = onnx::TensorProto_DataType_BOOL;
 
 // "float32", "int64", ... (numpy-style, used by inspect and error messages).
 std::string dtype_name(int dtype);

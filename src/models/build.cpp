@@ -16,6 +16,7 @@
 #include "models/precision_plan.h"
 #include "models/quant_recipe.h"
 #include "models/qwen35.h"
+#include "models/qwen35_vision.h"
 #include "util/atomic_file.h"
 #include "deltagen/error.h"
 
@@ -25,6 +26,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kModelFile = "model.onnx";
+constexpr const char* kVisionFile = "vision.onnx";
+constexpr const char* kEmbeddingFile = "embedding.onnx";
 
 // The EOS ids of config.json, then those generation_config.json adds.
 std::vector<int64_t> all_eos_ids(const ModelConfig& cfg, const std::optional<GenerationDefaults>& gen) {
@@ -39,6 +42,32 @@ std::vector<int64_t> all_eos_ids(const ModelConfig& cfg, const std::optional<Gen
 nlohmann::json provider_options(ExecutionProvider target) {
   if (target == ExecutionProvider::Cpu) return nlohmann::json::array();
   return nlohmann::json::array({{{execution_provider_name(target), nlohmann::json::object()}}});
+}
+
+// A VL build's "vision" and "embedding" sections and token ids, in
+// onnxruntime-genai's multimodal form; the decoder reads inputs_embeds.
+void add_vision_sections(const ModelConfig& cfg, const BuildOptions& opts, nlohmann::json& model) {
+  using nlohmann::json;
+  const VisionConfig& v = *cfg.vision;
+  const json session = {{"log_id", "onnxruntime-genai"}, {"provider_options", provider_options(opts.target)}};
+  model["type"] = "qwen3_5";
+  model["image_token_id"] = cfg.image_token_id;
+  if (cfg.video_token_id >= 0) model["video_token_id"] = cfg.video_token_id;
+  model["vision_start_token_id"] = cfg.vision_start_token_id;
+  model["vision_end_token_id"] = cfg.vision_end_token_id;
+  model["vision"] = {{"filename", kVisionFile},
+                     {"session_options", session},
+                     {"spatial_merge_size", v.spatial_merge_size},
+                     {"patch_size", v.patch_size},
+                     {"temporal_patch_size", v.temporal_patch_size},
+                     {"inputs", {{"pixel_values", vision_io::kPixelValues}, {"image_grid_thw", vision_io::kImageGridThw}}},
+                     {"outputs", {{"image_features", vision_io::kImageFeatures}}}};
+  model["embedding"] = {{"filename", kEmbeddingFile},
+                        {"session_options", session},
+                        {"inputs", {{"input_ids", io::kInputIds}, {"image_features", vision_io::kImageFeatures}}},
+                        {"outputs", {{"inputs_embeds", io::kInputsEmbeds}}}};
+  model["decoder"]["inputs"].erase("input_ids");
+  model["decoder"]["inputs"]["inputs_embeds"] = io::kInputsEmbeds;
 }
 
 // onnxruntime-genai's genai_config.json (model + search sections) for the
@@ -95,6 +124,7 @@ nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, in
     if (gen->repetition_penalty) search["repetition_penalty"] = *gen->repetition_penalty;
     if (gen->presence_penalty) search["presence_penalty"] = *gen->presence_penalty;
   }
+  if (opts.vision) add_vision_sections(cfg, opts, model);
   return {{"model", model}, {"search", search}};
 }
 
@@ -164,6 +194,8 @@ void validate_build_options(const BuildOptions& opts) {
                                  std::to_string(kMaxContextLength));
   if (opts.external_data_threshold < 0) fail("build", "external_data_threshold must not be negative");
   if (opts.threads < 0) fail("--threads", "must not be negative, got " + std::to_string(opts.threads));
+  if (opts.vision && opts.exclude_embeds)
+    fail("--vision", "already takes inputs_embeds (from embedding.onnx); leave out --exclude-embeds");
   validate_quantization_options(opts);
 }
 
@@ -179,10 +211,15 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
                                   " is more than the supported context " + std::to_string(kMaxContextLength) +
                                   "; pass a shorter --context-length");
 
+  if (opts.vision && !ckpt.has_vision())
+    fail("--vision", ckpt.dir().string() + " has no vision tower (config.json's vision_config and visual.* tensors)");
+
   // Calibration and the mixed plan run before anything is written.
   const QuantRecipe recipe = prepare_quantization(ckpt, opts, plan_precision(opts));
+  BuildOptions decoder_opts = opts;
+  decoder_opts.exclude_embeds |= opts.vision;
   graph::GraphBuilder builder("main_graph");
-  build_qwen35_graph(ckpt, opts, report.context_length, builder, recipe);
+  build_qwen35_graph(ckpt, decoder_opts, report.context_length, builder, recipe);
   report.node_count = builder.graph().node_size();
   onnx::ModelProto model = graph::make_model(builder, {{"", 21}, {graph::kMsDomain, 1}}, 10, "deltagen");
 
@@ -194,6 +231,19 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
       graph::write_model(std::move(model), builder.take_initializers(), dir.path() / kModelFile, wopts);
   report.weight_bytes = written.weight_bytes;
   report.external_data = written.external;
+  if (opts.vision) {
+    graph::GraphBuilder vision("vision_graph"), embedding("embedding_graph");
+    build_qwen35_vision_graph(ckpt, vision);
+    build_qwen35_embedding_graph(ckpt, opts, embedding, recipe);
+    const std::pair<graph::GraphBuilder*, const char*> models[] = {{&vision, kVisionFile}, {&embedding, kEmbeddingFile}};
+    for (auto [b, file] : models) {
+      onnx::ModelProto m = graph::make_model(*b, {{"", 21}, {graph::kMsDomain, 1}}, 10, "deltagen");
+      graph::WriteOptions o;
+      o.external_data_threshold = opts.external_data_threshold;
+      written = graph::write_model(std::move(m), b->take_initializers(), dir.path() / file, o);
+      report.weight_bytes += written.weight_bytes;
+    }
+  }
 
   const std::optional<GenerationDefaults> gen = read_generation_config(ckpt.dir());
   write_file_atomic(dir.path() / "genai_config.json",

@@ -84,6 +84,11 @@ struct BuildOptions {
   // layer k - 1, N before the final norm), for `deltagen compare --layers`.
   // The logits do not change; the generation loop does not fetch them.
   bool layer_outputs = false;
+  // --vision: a VL checkpoint also gets vision.onnx and embedding.onnx, and
+  // the decoder takes inputs_embeds and 3-D (T, H, W) position_ids [3, B, S]
+  // for the interleaved M-RoPE (onnxruntime-genai's VL layout,
+  // models/qwen35_vision.h). Off: the text model alone, as before.
+  bool vision = false;
 
   // ---- the two upstream optimizations (defaults) and their old forms --------------
   // --norm-upcast: Cast every RMSNorm input to fp32 and its outputs back, with

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "models/qwen35_graph.h"
+#include "models/qwen35_vision.h"
 #include "deltagen/error.h"
 
 namespace deltagen {
@@ -47,7 +48,9 @@ Graph::Graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_l
 void Graph::build() {
   declare_io();
   attention_mask_to_gqa_inputs();
-  if (cfg_.num_full_layers() > 0)
+  if (cfg_.num_full_layers() > 0 && mrope())
+    mrope_caches(run_dtype("RotaryEmbedding"));
+  else if (cfg_.num_full_layers() > 0)
     rotary_caches(rotary_inside_attention() ? run_dtype("GroupQueryAttention") : run_dtype("RotaryEmbedding"));
 
   std::string x = embed_tokens();
@@ -95,6 +98,42 @@ void Graph::build() {
   if (opts_.layer_outputs) layer_outputs(streams);
 }
 
+// embedding.onnx: the decoder build's embedding lookup (float or block-
+// quantized table), then the image features scattered in: the k-th
+// <|image_pad|> of the flattened ids takes feature row k. Other tokens read a
+// zero row appended to the features, so a text-only call passes [0, H]
+// features; more pads than rows fails in Gather (index out of range).
+void Graph::build_embedding() {
+  const std::string p = "/model/embed_tokens/image_features";
+  const int64_t H = cfg_.hidden_size;
+  graph_input(io::kInputIds, graph::kInt64, {kBatch, kSeq});
+  graph_input("image_features", graph::kFloat, {std::string("num_image_tokens"), H});
+  std::string embeds = embed_tokens();  // [B, S, H]
+  const DataType dt = dtype_of(embeds);
+
+  std::string ids = reshape(p + "/ids/Reshape", io::kInputIds, {-1});  // [B*S]
+  std::string is_pad = op("Equal", p + "/Equal", {ids, b_.constant_i64({cfg_.image_token_id})}, graph::kBool);
+  std::string counts = op("CumSum", p + "/CumSum",
+                          {op("Cast", p + "/Cast", {is_pad}, graph::kInt64, {attr("to", int64_t(graph::kInt64))}),
+                           b_.constant_i64_scalar(0)},
+                          graph::kInt64);
+  std::string row = op("Sub", p + "/row/Sub", {counts, b_.constant_i64_scalar(1)}, graph::kInt64);
+  std::string shape = op("Shape", p + "/Shape", {"image_features"}, graph::kInt64);
+  std::string n = op("Gather", p + "/num/Gather", {shape, b_.constant_i64({0})}, graph::kInt64, {attr("axis", int64_t(0))});
+  std::string index = op("Where", p + "/index/Where", {is_pad, row, n}, graph::kInt64);
+  std::string zero = weight(computed_weight("model.embed_tokens.image_features.zero_row", {1, H},
+                                            std::vector<float>(size_t(H), 0.0f), graph::kFloat));
+  std::string padded = op("Concat", p + "/Concat", {"image_features", zero}, graph::kFloat, {attr("axis", int64_t(0))});
+  std::string features = cast(op("Gather", p + "/Gather", {padded, index}, graph::kFloat, {attr("axis", int64_t(0))}),
+                              dt, p + "/Gather/Cast");  // [B*S, H]
+  std::string flat = reshape(p + "/embeds/Reshape", embeds, {-1, H});
+  std::string mask = op("Unsqueeze", p + "/mask/Unsqueeze", {is_pad, b_.constant_i64({1})}, graph::kBool);
+  std::string merged = op("Where", p + "/Where", {mask, features, flat}, dt);
+  std::string out_shape = op("Shape", p + "/out/Shape", {embeds}, graph::kInt64);
+  node("Reshape", p + "/out/Reshape", {merged, out_shape}, {}, "", {dt}, {io::kInputsEmbeds});
+  b_.output(io::kInputsEmbeds, dt, {kBatch, kSeq, H});
+}
+
 // Identity nodes give the sums graph-output names without renaming them, so
 // every node that reads a sum (and every load-time fusion, which keeps a value
 // a graph output reads) sees the same graph as without the option.
@@ -115,7 +154,8 @@ void Graph::declare_io() {
   else
     graph_input(io::kInputIds, graph::kInt64, {kBatch, kSeq});
   graph_input(io::kAttentionMask, graph::kInt64, {kBatch, kTotal});
-  graph_input(io::kPositionIds, graph::kInt64, {kBatch, kSeq});
+  if (mrope()) graph_input(io::kPositionIds, graph::kInt64, {int64_t(3), kBatch, kSeq});
+  else graph_input(io::kPositionIds, graph::kInt64, {kBatch, kSeq});
   const DataType kv = run_dtype("GroupQueryAttention");
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     if (cfg_.is_full(i)) {
@@ -166,6 +206,40 @@ void Graph::rotary_caches(DataType dtype) {
   }
   cos_cache_ = weight(computed_weight("model.rotary_emb.cos_cache", {context_length_, half}, std::move(cos_v), dtype));
   sin_cache_ = weight(computed_weight("model.rotary_emb.sin_cache", {context_length_, half}, std::move(sin_v), dtype));
+}
+
+// Interleaved M-RoPE (HF's Qwen3_5TextRotaryEmbedding with mrope_section
+// [sT, sH, sW]): frequency j turns by the H position when j % 3 == 1 and
+// j < 3 sH, by the W position when j % 3 == 2 and j < 3 sW, else by T. The
+// angles of one call are position_ids^T [B, S, 3] times a [3, rotary_dim/2]
+// matrix holding inv_freq[j] in the row of j's stream and 0 elsewhere (in
+// fp32, as HF, and exact: the zero terms add nothing). Their cos/sin are this
+// call's cache, [B*S, rotary_dim/2], and token (b, s) reads row b*S + s.
+void Graph::mrope_caches(DataType dtype) {
+  const std::string p = "/model/rotary_emb";
+  const int64_t half = cfg_.rotary_dim() / 2;
+  const auto& sec = cfg_.mrope_section;
+  std::vector<float> select(size_t(3 * half), 0.0f);
+  for (int64_t j = 0; j < half; ++j) {
+    const int axis = (j % 3 == 1 && j < 3 * sec[1]) ? 1 : (j % 3 == 2 && j < 3 * sec[2]) ? 2 : 0;
+    select[size_t(axis * half + j)] = float(std::pow(cfg_.rope_theta, -2.0 * double(j) / double(cfg_.rotary_dim())));
+  }
+  std::string freq = weight(computed_weight("model.rotary_emb.mrope_inv_freq", {3, half}, std::move(select),
+                                            graph::kFloat));
+  std::string pos = op("Cast", p + "/position_ids/Cast", {io::kPositionIds}, graph::kFloat,
+                       {attr("to", int64_t(graph::kFloat))});                                     // [3, B, S]
+  std::string pos_t = op("Transpose", p + "/Transpose", {pos}, graph::kFloat, {attr("perm", std::vector<int64_t>{1, 2, 0})});
+  std::string angles = op("MatMul", p + "/MatMul", {pos_t, freq}, graph::kFloat);  // [B, S, half]
+  std::string rows = reshape(p + "/Reshape", angles, {-1, half});                    // [B*S, half]
+  cos_cache_ = cast(op("Cos", p + "/Cos", {rows}, graph::kFloat), dtype, p + "/Cos/Cast");
+  sin_cache_ = cast(op("Sin", p + "/Sin", {rows}, graph::kFloat), dtype, p + "/Sin/Cast");
+  // The row index of every token: arange(B*S) as [B, S].
+  std::string shape = op("Shape", p + "/ids/Shape", {io::kPositionIds}, graph::kInt64);  // [3]
+  std::string bs = op("Slice", p + "/ids/Slice", {shape, b_.constant_i64({1}), b_.constant_i64({3})}, graph::kInt64);
+  std::string count = op("ReduceProd", p + "/ids/ReduceProd", {bs}, graph::kInt64, {attr("keepdims", int64_t(0))});
+  std::string range = op("Range", p + "/ids/Range", {b_.constant_i64_scalar(0), count, b_.constant_i64_scalar(1)},
+                         graph::kInt64);
+  rope_positions_ = op("Reshape", p + "/ids/Reshape", {range, bs}, graph::kInt64);  // [B, S]
 }
 
 // ---- embeddings and head ----------------------------------------------------------
@@ -258,6 +332,17 @@ void build_qwen35_graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_
     fail("config.json", "rotary_dim " + std::to_string(cfg.rotary_dim()) + " must be even and positive");
   if (context_length <= 0) fail("build", "context length must be positive");
   qwen35::Graph(ckpt, opts, context_length, b, recipe).build();
+}
+
+void build_qwen35_embedding_graph(const Checkpoint& ckpt, const BuildOptions& opts, graph::GraphBuilder& b,
+                                  const QuantRecipe& recipe) {
+  if (ckpt.config().image_token_id < 0) fail(ckpt.dir().string(), "config.json has no image_token_id");
+  // The table in the decoder build's form, but its own copy (no lm_head here to share it with).
+  BuildOptions embedding = opts;
+  embedding.exclude_embeds = false;
+  embedding.exclude_lm_head = true;
+  embedding.vision = false;
+  qwen35::Graph(ckpt, embedding, 1, b, recipe).build_embedding();
 }
 
 }  // namespace deltagen

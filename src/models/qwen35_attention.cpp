@@ -20,7 +20,7 @@ using graph::kMsDomain;
 // bit-identical to the explicit RotaryEmbedding nodes (measured), 2 nodes fewer per layer.
 bool Graph::rotary_inside_attention() const {
   const int64_t rot = cfg_.rotary_dim();
-  return opts_.rotary_in_attention && rot % 16 == 0 && rot <= cfg_.head_dim && cfg_.head_dim % 16 == 0;
+  return opts_.rotary_in_attention && !mrope() && rot % 16 == 0 && rot <= cfg_.head_dim && cfg_.head_dim % 16 == 0;
 }
 
 // q/k norm over head_dim: x4 is [B, S, heads, head_dim].
@@ -32,7 +32,7 @@ std::string Graph::head_norm(const std::string& path, const std::string& x4, con
 
 // Partial rotate-half RoPE on the first rotary_dim dims of each head.
 std::string Graph::rotary(const std::string& path, const std::string& x, int64_t heads) {
-  return compute("RotaryEmbedding", path + "/RotaryEmbedding", {x, io::kPositionIds, cos_cache_, sin_cache_},
+  return compute("RotaryEmbedding", path + "/RotaryEmbedding", {x, rope_positions_, cos_cache_, sin_cache_},
                  {attr("interleaved", 0), attr("num_heads", heads), attr("rotary_embedding_dim", cfg_.rotary_dim())},
                  kMsDomain);
 }

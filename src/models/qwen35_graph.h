@@ -51,6 +51,8 @@ class Graph {
   Graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length, graph::GraphBuilder& b,
         const QuantRecipe& recipe);
   void build();
+  // embedding.onnx (VL builds): input_ids + image_features -> inputs_embeds.
+  void build_embedding();
 
  private:
   // ---- typed graph primitives (qwen35_ops.cpp) -----------------------------------
@@ -102,6 +104,8 @@ class Graph {
   std::vector<graph::Dim> conv_state_shape() const;
   void attention_mask_to_gqa_inputs();
   void rotary_caches(DataType dtype);
+  bool mrope() const { return opts_.vision; }  // 3-D position_ids, per-call cos/sin
+  void mrope_caches(DataType dtype);
   std::string embed_tokens();
   std::pair<std::string, std::string> final_norm(const std::string& x, const std::string& residual);
   void layer_outputs(const std::vector<std::string>& streams);  // --layer-outputs
@@ -146,6 +150,7 @@ class Graph {
   std::map<std::string, DataType> dtypes_;
   std::map<std::pair<std::string, int>, std::string> casts_;  // (value, dtype) -> Cast output
   std::string seqlens_k_, total_seq_len_, cos_cache_, sin_cache_;
+  std::string rope_positions_ = "position_ids";  // the rows of cos_cache_ each token uses (mrope_caches)
   std::string embed_table_;                   // float embedding table (tied lm_head reuses it)
   std::optional<QuantizedWeight> shared_head_;  // quantized lm_head that the embedding gathers from
 };

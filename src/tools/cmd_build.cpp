@@ -8,6 +8,8 @@
 //               --bits-budget B (mixed int4/int8 by measured sensitivity; needs --calibration)
 //   graph I/O   --exclude-embeds   --exclude-lm-head   --prune-lm-head
 //               --layer-outputs (hidden_states.0..N: the residual stream between layers)
+//   images      --vision (VL checkpoints: vision.onnx + embedding.onnx, and a decoder taking
+//               inputs_embeds and 3-D position_ids: onnxruntime-genai's VL layout)
 //   old forms   --norm-upcast   --l2norm lpnorm|lpnorm-eps|decomposed   --q-scale-mul
 //               --no-rotary-in-attention   --no-fuse-projections   --no-linear-attention-gate
 //               --no-gated-rmsnorm
@@ -41,7 +43,7 @@ const std::set<std::string>& build_switches() {
   static const std::set<std::string> switches = {
       "asymmetric",          "exclude-embeds",           "exclude-lm-head",  "prune-lm-head",
       "norm-upcast",         "q-scale-mul",              "conv-channels-last", "no-rotary-in-attention",
-      "no-fuse-projections", "no-linear-attention-gate", "no-gated-rmsnorm", "layer-outputs",
+      "no-fuse-projections", "no-linear-attention-gate", "no-gated-rmsnorm", "layer-outputs",    "vision",
   };
   return switches;
 }
@@ -103,6 +105,7 @@ BuildOptions build_options_from_args(Args& args) {
   o.exclude_lm_head = args.flag("exclude-lm-head");
   o.prune_lm_head = args.flag("prune-lm-head");
   o.layer_outputs = args.flag("layer-outputs");
+  o.vision = args.flag("vision");
 
   o.norm_upcast = args.flag("norm-upcast");
   if (auto v = args.get("l2norm")) o.l2norm = parse_l2norm(*v);
