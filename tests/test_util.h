@@ -32,6 +32,9 @@ inline fs::path golden_file(const std::string& name) { return golden_checkpoint(
 // ../shared/golden/moe/tiny-moe-a: the mixture-of-experts checkpoint and its outputs.
 inline fs::path moe_golden_checkpoint() { return golden_checkpoint().parent_path() / "moe" / "tiny-moe-a"; }
 inline fs::path moe_golden_file(const std::string& name) { return moe_golden_checkpoint() / "golden" / name; }
+// ../shared/golden/vision: the tiny-vl checkpoint (vision tower) and the outputs of its "small" case.
+inline fs::path vision_golden_dir() { return golden_checkpoint().parent_path() / "vision"; }
+inline fs::path vision_golden_file(const std::string& name) { return vision_golden_dir() / "golden" / "small" / name; }
 
 // A fresh folder under the system temp dir, removed with the object.
 class TempDir {
