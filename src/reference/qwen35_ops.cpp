@@ -2,12 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace deltagen::ref {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double silu(double x) { return x * sigmoid(x); }
 double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+
+double gelu_tanh(double x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
 void softmax(double* x, int64_t n) {
   double top = x[0], sum = 0;
@@ -46,6 +53,15 @@ void offset_rms_norm(double* x, const double* w, int64_t n, double eps) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (1.0 + w[i]);
 }
 
+void layer_norm(double* x, const double* w, const double* b, int64_t n, double eps) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= double(n);
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const double inv = 1.0 / std::sqrt(var / double(n) + eps);
+  for (int64_t i = 0; i < n; ++i) x[i] = (x[i] - mean) * inv * w[i] + b[i];
+}
+
 void gated_rms_norm(double* x, const double* z, const double* w, int64_t n, double eps) {
   const double inv = inverse_rms(x, n, eps);
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * w[i] * silu(z[i]);
@@ -77,6 +93,19 @@ void rope(double* x, const std::vector<double>& inv_freq, int64_t position) {
     const double angle = double(position) * inv_freq[size_t(i)];
     cos[size_t(i)] = std::cos(angle);
     sin[size_t(i)] = std::sin(angle);
+  }
+  rotate_half(x, cos.data(), sin.data(), half);
+}
+
+void mrope(double* x, const std::vector<double>& inv_freq, const int64_t section[3], int64_t pt, int64_t ph,
+           int64_t pw) {
+  const int64_t half = int64_t(inv_freq.size());
+  std::vector<double> cos(inv_freq.size()), sin(inv_freq.size());
+  for (int64_t j = 0; j < half; ++j) {
+    const int64_t p = (j % 3 == 1 && j < 3 * section[1]) ? ph : (j % 3 == 2 && j < 3 * section[2]) ? pw : pt;
+    const double angle = double(p) * inv_freq[size_t(j)];
+    cos[size_t(j)] = std::cos(angle);
+    sin[size_t(j)] = std::sin(angle);
   }
   rotate_half(x, cos.data(), sin.data(), half);
 }

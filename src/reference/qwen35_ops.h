@@ -20,6 +20,13 @@ double silu(double x);  // x * sigmoid(x)
 // torch.nn.functional.softplus with its default threshold 20 (linear above it).
 double softplus(double x);
 
+// The vision tower's activations: GELU with the tanh approximation
+// (gelu_pytorch_tanh, its blocks' MLP) and the exact one with erf (nn.GELU(),
+// its patch merger). Both the text and the vision oracle live here so that a
+// kernel test of either finds its formula in one place.
+double gelu_tanh(double x);  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+double gelu_erf(double x);   // 0.5 x (1 + erf(x / sqrt(2)))
+
 // x[i] = exp(x[i] - max) / sum_j exp(x[j] - max), in place.
 void softmax(double* x, int64_t n);
 
@@ -35,6 +42,10 @@ void rms_norm(double* x, const double* w, int64_t n, double eps);
 // Offset RMSNorm (Qwen3_5RMSNorm): x * rsqrt(mean(x^2) + eps) * (1 + w). The
 // checkpoint stores offsets from 1 (initialised to 0), hence the 1 + w.
 void offset_rms_norm(double* x, const double* w, int64_t n, double eps);
+
+// LayerNorm with weight and bias (the vision tower's norms):
+// (x - mean) / sqrt(var + eps) * w + b, var the biased variance over n.
+void layer_norm(double* x, const double* w, const double* b, int64_t n, double eps);
 
 // Gated RMSNorm (Qwen3_5RMSNormGated) of one value head:
 // x * rsqrt(mean(x^2) + eps) * w * silu(z); here w is a plain weight (init 1).
@@ -61,6 +72,14 @@ void rotate_half(double* x, const double* cos, const double* sin, int64_t half);
 // Qwen3.5's interleaved M-RoPE reduces to this for text, where the T/H/W
 // position streams all equal the token position.
 void rope(double* x, const std::vector<double>& inv_freq, int64_t position);
+
+// Interleaved M-RoPE (Qwen3.5 with images): rotate_half with angles
+// p_j * inv_freq[j], where p_j is the token's H position when j % 3 == 1 and
+// j < 3 * section[1], its W position when j % 3 == 2 and j < 3 * section[2],
+// and its T position otherwise (section = mrope_section [sT, sH, sW]). With
+// pt == ph == pw this is rope(x, inv_freq, pt), bit for bit.
+void mrope(double* x, const std::vector<double>& inv_freq, const int64_t section[3], int64_t pt, int64_t ph,
+           int64_t pw);
 
 // ---- Gated DeltaNet -------------------------------------------------------------------
 

@@ -158,6 +158,7 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
   if (lm_head_name_ != "embed_tokens.weight") lm_head_ = load_matrix(ck, lm_head_name_, c.vocab_size, H);
 
   inv_freq_ = ref::rope_inv_freq(c.rope_theta, c.rotary_dim());
+  for (int i = 0; i < 3; ++i) mrope_section_[i] = c.mrope_section[size_t(i)];
 }
 
 ReferenceState ReferenceModel::new_state() const {
@@ -180,9 +181,10 @@ ReferenceState ReferenceModel::new_state() const {
 
 // ---- the mixers --------------------------------------------------------------------------
 
-// Gated full attention over x [T][hidden] (already input-normed), tokens at
-// positions pos0 .. pos0+T-1; appends their keys/values to the cache.
-Matrix64 ReferenceModel::full_attention(const LayerWeights& w, const Matrix64& x, int64_t pos0,
+// Gated full attention over x [T][hidden] (already input-normed), token t at
+// rotary positions (pos.t[t], pos.h[t], pos.w[t]); appends their keys/values
+// to the cache.
+Matrix64 ReferenceModel::full_attention(const LayerWeights& w, const Matrix64& x, const MropePositions& pos,
                                         KvCache& cache, const LinearInputObserver* observe) const {
   const ModelConfig& c = cfg_;
   const int64_t T = x.rows, nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
@@ -202,15 +204,17 @@ Matrix64 ReferenceModel::full_attention(const LayerWeights& w, const Matrix64& x
       std::copy(src + hd, src + 2 * hd, gate.row(t) + h * hd);
     }
 
-  // Per-head q_norm / k_norm (offset RMSNorm over head_dim), then RoPE.
+  // Per-head q_norm / k_norm (offset RMSNorm over head_dim), then
+  // (M-)RoPE; for text all three position streams are equal and it is RoPE.
   for (int64_t t = 0; t < T; ++t) {
+    const size_t i = size_t(t);
     for (int64_t h = 0; h < nh; ++h) {
       ref::offset_rms_norm(q.row(t) + h * hd, w.attn.q_norm.data(), hd, eps);
-      ref::rope(q.row(t) + h * hd, inv_freq_, pos0 + t);
+      ref::mrope(q.row(t) + h * hd, inv_freq_, mrope_section_, pos.t[i], pos.h[i], pos.w[i]);
     }
     for (int64_t h = 0; h < nkv; ++h) {
       ref::offset_rms_norm(k.row(t) + h * hd, w.attn.k_norm.data(), hd, eps);
-      ref::rope(k.row(t) + h * hd, inv_freq_, pos0 + t);
+      ref::mrope(k.row(t) + h * hd, inv_freq_, mrope_section_, pos.t[i], pos.h[i], pos.w[i]);
     }
   }
 
@@ -354,6 +358,25 @@ Matrix64 ReferenceModel::forward(const std::vector<int64_t>& ids, ReferenceState
   Matrix64 h = embed(ids);
   if (trace) trace->hidden.assign(1, h);
   run_layers(0, h, state, trace);
+  return logits_of(h, trace);
+}
+
+Matrix64 ReferenceModel::forward_embeds(const Matrix64& embeds, const MropePositions& pos, ReferenceState& state,
+                                        ReferenceTrace* trace) const {
+  if (embeds.cols != cfg_.hidden_size || int64_t(embeds.data.size()) != embeds.rows * embeds.cols)
+    fail("reference", "input embeddings are " + std::to_string(embeds.cols) + " wide, the model's hidden size is " +
+                          std::to_string(cfg_.hidden_size));
+  if (pos.size() != embeds.rows || int64_t(pos.h.size()) != embeds.rows || int64_t(pos.w.size()) != embeds.rows)
+    fail("reference", std::to_string(pos.size()) + " rotary positions for " + std::to_string(embeds.rows) +
+                          " input embeddings");
+  Matrix64 h = embeds;
+  if (trace) trace->hidden.assign(1, h);
+  run_layers_at(0, h, state, pos, trace);
+  state.rope_delta += pos.rope_delta;
+  return logits_of(h, trace);
+}
+
+Matrix64 ReferenceModel::logits_of(const Matrix64& h, ReferenceTrace* trace) const {
   Matrix64 normed = final_norm(h);
   if (trace && trace->linear_inputs) trace->linear_inputs({lm_head_name_}, normed);
   return linear(normed, logits_weight());
@@ -372,7 +395,41 @@ Matrix64 ReferenceModel::embed(const std::vector<int64_t>& ids) const {
   return h;
 }
 
+Matrix64 ReferenceModel::embed_with_images(const std::vector<int64_t>& ids, const Matrix64& image_features) const {
+  const int64_t H = cfg_.hidden_size;
+  Matrix64 h = embed(ids);
+  const int64_t pads = cfg_.image_token_id < 0 ? 0 : std::count(ids.begin(), ids.end(), cfg_.image_token_id);
+  if (pads != image_features.rows)
+    fail("reference", "the ids hold " + std::to_string(pads) + " image tokens (id " +
+                          std::to_string(cfg_.image_token_id) + ") for " + std::to_string(image_features.rows) +
+                          " image feature rows");
+  if (image_features.rows > 0 && image_features.cols != H)
+    fail("reference", "image features are " + std::to_string(image_features.cols) +
+                          " wide, the model's hidden size is " + std::to_string(H));
+  // The k-th image token, in sequence order, takes feature row k.
+  int64_t k = 0;
+  for (int64_t t = 0; t < h.rows; ++t)
+    if (ids[size_t(t)] == cfg_.image_token_id) {
+      std::copy(image_features.row(k), image_features.row(k) + H, h.row(t));
+      ++k;
+    }
+  return h;
+}
+
 void ReferenceModel::run_layers(int64_t first, Matrix64& h, ReferenceState& state, ReferenceTrace* trace) const {
+  // Text: every token's three rotary positions are its index plus the delta.
+  MropePositions pos;
+  for (int64_t t = 0; t < h.rows; ++t) {
+    const int64_t p = state.position + state.rope_delta + t;
+    pos.t.push_back(p);
+    pos.h.push_back(p);
+    pos.w.push_back(p);
+  }
+  run_layers_at(first, h, state, pos, trace);
+}
+
+void ReferenceModel::run_layers_at(int64_t first, Matrix64& h, ReferenceState& state, const MropePositions& pos,
+                                   ReferenceTrace* trace) const {
   const ModelConfig& c = cfg_;
   if (int64_t(state.kv.size()) != c.num_hidden_layers || int64_t(state.deltanet.size()) != c.num_hidden_layers)
     fail("reference", "state does not belong to this model (use new_state())");
@@ -383,7 +440,7 @@ void ReferenceModel::run_layers(int64_t first, Matrix64& h, ReferenceState& stat
     const LayerWeights& w = layers_[size_t(i)];
     // Pre-norm residual block: x += mixer(norm(x)); x += mlp(norm(x)).
     Matrix64 normed = rms_norm_rows(h, w.input_norm, c.rms_norm_eps);
-    Matrix64 mixed = w.full ? full_attention(w, normed, state.position, state.kv[size_t(i)], observe)
+    Matrix64 mixed = w.full ? full_attention(w, normed, pos, state.kv[size_t(i)], observe)
                             : gated_delta_net(w, normed, state.deltanet[size_t(i)], observe);
     for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += mixed.data[e];
     Matrix64 post = rms_norm_rows(h, w.post_norm, c.rms_norm_eps);
@@ -470,15 +527,12 @@ namespace {
 int64_t argmax(const double* x, int64_t n) {  // first maximum, like torch.argmax
   return int64_t(std::max_element(x, x + n) - x);
 }
-}  // namespace
 
-GreedyResult reference_greedy(const ReferenceModel& model, const std::vector<int64_t>& prompt,
-                              int64_t new_tokens) {
-  if (prompt.empty()) fail("reference", "empty prompt");
-  const int64_t V = model.config().vocab_size, P = int64_t(prompt.size());
+// Greedy decoding after a prefill that produced `prefill` [P][V] and left `state`.
+GreedyResult greedy_after(const ReferenceModel& model, const Matrix64& prefill, ReferenceState& state,
+                          int64_t new_tokens) {
+  const int64_t V = model.config().vocab_size, P = prefill.rows;
   GreedyResult r;
-  ReferenceState state = model.new_state();
-  Matrix64 prefill = model.forward(prompt, state);
   r.logits = Matrix64(P + std::max<int64_t>(new_tokens - 1, 0), V);
   std::copy(prefill.data.begin(), prefill.data.end(), r.logits.data.begin());
   if (new_tokens <= 0) return r;
@@ -489,6 +543,27 @@ GreedyResult reference_greedy(const ReferenceModel& model, const std::vector<int
     r.generated.push_back(argmax(step.row(0), V));
   }
   return r;
+}
+}  // namespace
+
+GreedyResult reference_greedy(const ReferenceModel& model, const std::vector<int64_t>& prompt,
+                              int64_t new_tokens) {
+  if (prompt.empty()) fail("reference", "empty prompt");
+  ReferenceState state = model.new_state();
+  const Matrix64 prefill = model.forward(prompt, state);
+  return greedy_after(model, prefill, state, new_tokens);
+}
+
+GreedyResult reference_greedy_with_images(const ReferenceModel& model, const std::vector<int64_t>& ids,
+                                          const Matrix64& image_features, const std::vector<ImageGrid>& grids,
+                                          int64_t new_tokens) {
+  const ModelConfig& c = model.config();
+  if (ids.empty()) fail("reference", "empty prompt");
+  if (!c.vision) fail("reference", "the model has no vision_config: no images");
+  const MropePositions pos = mrope_positions(ids, c.image_token_id, grids, c.vision->spatial_merge_size);
+  ReferenceState state = model.new_state();
+  const Matrix64 prefill = model.forward_embeds(model.embed_with_images(ids, image_features), pos, state);
+  return greedy_after(model, prefill, state, new_tokens);
 }
 
 }  // namespace deltagen

@@ -14,6 +14,13 @@
 //   ReferenceState state = model.new_state();
 //   Matrix64 logits = model.forward(prompt_ids, state);    // prefill: [P][vocab]
 //   Matrix64 next = model.forward({token}, state);         // decode:  [1][vocab]
+//
+// With images (a VL checkpoint; the vision tower is qwen35_vision_reference.h):
+//   ids = expand_image_pads(prompt, image_token_id, tokens per image, ...);
+//   Matrix64 features = VisionReference(ckpt).encode(pixel_values, grids);
+//   MropePositions pos = mrope_positions(ids, image_token_id, grids, merge);
+//   Matrix64 logits = model.forward_embeds(model.embed_with_images(ids, features), pos, state);
+//   Matrix64 next = model.forward({token}, state);  // decode at position + rope_delta
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -22,6 +29,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/config.h"
+#include "vision/mrope_positions.h"
 
 namespace deltagen {
 
@@ -56,7 +64,12 @@ struct DeltaNetState {
 
 // Everything the model carries from one forward call to the next.
 struct ReferenceState {
-  int64_t position = 0;               // tokens seen so far (= next RoPE position)
+  int64_t position = 0;               // tokens seen so far
+  // Rotary position minus sequence index: 0 for text, HF's rope_deltas after
+  // a prompt with images (forward_embeds adds each call's MropePositions::
+  // rope_delta). forward() runs token `position + t` at rotary position
+  // position + rope_delta + t in all three M-RoPE streams.
+  int64_t rope_delta = 0;
   std::vector<KvCache> kv;            // [num_layers]; used by full-attention layers only
   std::vector<DeltaNetState> deltanet;  // [num_layers]; used by linear layers only
 };
@@ -101,12 +114,26 @@ class ReferenceModel {
   Matrix64 forward(const std::vector<int64_t>& ids, ReferenceState& state,
                    ReferenceTrace* trace = nullptr) const;
 
+  // forward() on given input embeddings [T][hidden] at given 3-D rotary
+  // positions (pos.size() == T): full-attention layers apply interleaved
+  // M-RoPE (mrope_section of the config); the rest is forward() exactly.
+  // state.rope_delta += pos.rope_delta, so pos must be mrope_positions(...,
+  // start = state.position + state.rope_delta) of the tokens fed (what a
+  // later forward() continues from). With positions all equal to
+  // state.position + t, this is forward() bit for bit.
+  Matrix64 forward_embeds(const Matrix64& embeds, const MropePositions& pos, ReferenceState& state,
+                          ReferenceTrace* trace = nullptr) const;
+
   // The pieces of forward(), for studies that rerun part of the model
   // (quantization sensitivity): the embeddings of `ids` [T][hidden]; layers
   // [first, num_layers) over the residual stream h (updated in place, only
   // those layers' states change); the final norm; the logits weight
   // [vocab][hidden] (lm_head, or the embedding when tied).
   Matrix64 embed(const std::vector<int64_t>& ids) const;
+  // embed(ids) with the k-th image token (config().image_token_id) replaced
+  // by row k of image_features [n][hidden] (HF's masked_scatter). Throws
+  // Error when the ids hold other than n image tokens or the width differs.
+  Matrix64 embed_with_images(const std::vector<int64_t>& ids, const Matrix64& image_features) const;
   void run_layers(int64_t first, Matrix64& h, ReferenceState& state, ReferenceTrace* trace = nullptr) const;
   Matrix64 final_norm(const Matrix64& h) const;
   const Matrix64& logits_weight() const { return lm_head_.rows ? lm_head_ : embed_; }
@@ -163,8 +190,11 @@ class ReferenceModel {
 
   static ExpertWeights load_swiglu(const Checkpoint& ck, const std::string& prefix, int64_t I, int64_t H);
   MoeWeights load_moe(const Checkpoint& ck, int64_t layer) const;
-  Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, int64_t pos0, KvCache& cache,
+  Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, const MropePositions& pos, KvCache& cache,
                           const LinearInputObserver* observe) const;
+  void run_layers_at(int64_t first, Matrix64& h, ReferenceState& state, const MropePositions& pos,
+                     ReferenceTrace* trace) const;
+  Matrix64 logits_of(const Matrix64& h, ReferenceTrace* trace) const;
   Matrix64 gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st,
                            const LinearInputObserver* observe) const;
   Matrix64 mlp(const LayerWeights& w, const Matrix64& x, const LinearInputObserver* observe) const;
@@ -178,6 +208,7 @@ class ReferenceModel {
   Matrix64 lm_head_;  // [vocab][hidden]; empty when tied to embed_
   std::string lm_head_name_;  // its checkpoint name ("embed_tokens.weight" when tied)
   std::vector<double> inv_freq_;  // [rotary_dim / 2]
+  int64_t mrope_section_[3] = {0, 0, 0};  // [sT, sH, sW] (all 0: text, every frequency on T)
 };
 
 // Prefill `prompt`, then greedy-decode `new_tokens` tokens one at a time
@@ -190,5 +221,13 @@ struct GreedyResult {
 };
 GreedyResult reference_greedy(const ReferenceModel& model, const std::vector<int64_t>& prompt,
                               int64_t new_tokens);
+
+// The same for a prompt with images: `ids` already expanded (one image token
+// per feature row), image_features from VisionReference::encode for `grids`.
+// The prefill is one forward_embeds call at mrope_positions(ids); the decode
+// steps are forward() calls, which continue at position + rope_delta.
+GreedyResult reference_greedy_with_images(const ReferenceModel& model, const std::vector<int64_t>& ids,
+                                          const Matrix64& image_features, const std::vector<ImageGrid>& grids,
+                                          int64_t new_tokens);
 
 }  // namespace deltagen

@@ -11,6 +11,7 @@ namespace deltagen {
 namespace {
 
 size_t descr_size(const std::string& d, const std::string& file) {
+  if (d == "|u1") return 1;
   if (d == "<f4" || d == "<i4") return 4;
   if (d == "<f8" || d == "<i8") return 8;
   fail(file, "unsupported .npy dtype '" + d + "'");
@@ -29,6 +30,27 @@ std::string dict_value(const std::string& header, const std::string& key, const 
   auto end = header.find(close, start + 1);
   if (end == std::string::npos) fail(file, "malformed .npy header");
   return header.substr(start, end - start + (close == ',' ? 0 : 1));
+}
+
+// A Fortran-order payload (numpy writes one for a transposed array)
+// reordered to C order: element (i0, .., ik) moves from offset
+// sum_j i_j * prod_{l<j} d_l to sum_j i_j * prod_{l>j} d_l.
+std::vector<uint8_t> c_order(const std::vector<uint8_t>& fortran, const std::vector<int64_t>& shape, size_t element) {
+  std::vector<uint8_t> out(fortran.size());
+  const size_t k = shape.size(), n = element ? fortran.size() / element : 0;
+  std::vector<int64_t> index(k, 0);  // the C-order multi-index of element c
+  std::vector<size_t> stride(k, 1);  // Fortran strides, in elements
+  for (size_t j = 1; j < k; ++j) stride[j] = stride[j - 1] * size_t(shape[j - 1]);
+  for (size_t c = 0; c < n; ++c) {
+    size_t f = 0;
+    for (size_t j = 0; j < k; ++j) f += size_t(index[j]) * stride[j];
+    std::memcpy(out.data() + c * element, fortran.data() + f * element, element);
+    for (size_t j = k; j-- > 0;) {  // next C-order index: the last axis fastest
+      if (++index[j] < shape[j]) break;
+      index[j] = 0;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -70,6 +92,8 @@ std::vector<int64_t> NpyArray::as_i64() const {
   } else if (descr == "<i4") {
     const int32_t* p = reinterpret_cast<const int32_t*>(bytes.data());
     for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+  } else if (descr == "|u1") {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = bytes[i];
   } else {
     throw Error("npy: cannot read dtype " + descr + " as int64");
   }
@@ -99,8 +123,7 @@ NpyArray read_npy(const std::filesystem::path& path) {
   NpyArray a;
   std::string descr = dict_value(header, "descr", file);
   a.descr = descr.substr(1, descr.size() - 2);
-  if (dict_value(header, "fortran_order", file).find("True") != std::string::npos)
-    fail(file, "fortran_order arrays are not supported");
+  const bool fortran = dict_value(header, "fortran_order", file).find("True") != std::string::npos;
   std::string shape = dict_value(header, "shape", file);
   std::stringstream ss(shape.substr(1, shape.size() - 2));
   std::string item;
@@ -130,6 +153,7 @@ NpyArray read_npy(const std::filesystem::path& path) {
   a.bytes.resize(nbytes);
   in.read(reinterpret_cast<char*>(a.bytes.data()), std::streamsize(nbytes));
   if (!in) fail(file, "truncated .npy data");
+  if (fortran && a.shape.size() > 1) a.bytes = c_order(a.bytes, a.shape, element);
   return a;
 }
 
