@@ -59,9 +59,10 @@ struct PixelValues {
   int64_t merge_size = 2;
 };
 
-// smart_resize -> resize_bicubic -> (u8 * rescale - mean) / std in float32 ->
-// T identical frames -> patches. With do_resize false the image must already
-// be a multiple of patch * merge.
+// smart_resize -> resize_bicubic -> (u8 * rescale - mean) / std in float32
+// (fused as (u8 - mean/rescale) / (std/rescale)) -> T identical frames ->
+// patches. With do_resize false the image must already be a multiple of
+// patch * merge.
 PixelValues preprocess_image(const Image& image, const PreprocessorConfig& config);
 
 }  // namespace deltagen
