@@ -41,6 +41,7 @@ void check_dimensions(int64_t width, int64_t height, const DecodeLimits& limits,
 struct PngJob {
   std::jmp_buf jump;
   char message[200];
+  char warning[200];  // the first warning: libpng explains some errors in one
   const uint8_t* data;
   size_t size, at;
   uint32_t max_side;
@@ -53,7 +54,12 @@ void png_on_error(png_structp png, png_const_charp message) {
   std::longjmp(job->jump, 1);
 }
 
-void png_on_warning(png_structp, png_const_charp) {}  // libpng would print to stderr
+// Kept, not printed (libpng's default prints to stderr): a refused IHDR, for
+// one, is a warning naming the reason followed by a bare "Invalid IHDR data".
+void png_on_warning(png_structp png, png_const_charp message) {
+  auto* job = static_cast<PngJob*>(png_get_error_ptr(png));
+  if (!job->warning[0]) std::snprintf(job->warning, sizeof job->warning, "%s", message);
+}
 
 void png_read_memory(png_structp png, png_bytep out, size_t count) {
   auto* job = static_cast<PngJob*>(png_get_io_ptr(png));
@@ -68,6 +74,7 @@ void png_read_memory(png_structp png, png_bytep out, size_t count) {
 // No C++ object with a destructor lives in this frame (see the top).
 bool png_run(PngJob* job, png_bytep* rows) {
   job->at = 0;
+  job->warning[0] = 0;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, job, png_on_error, png_on_warning);
   if (!png) {
     std::snprintf(job->message, sizeof job->message, "out of memory");
@@ -112,18 +119,29 @@ bool png_run(PngJob* job, png_bytep* rows) {
   return true;
 }
 
+uint32_t big_endian32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
 Image decode_png(std::span<const uint8_t> bytes, const std::string& origin, const DecodeLimits& limits) {
+  // IHDR must be the first chunk: its size is checked here, before libpng
+  // reads (and buffers) the chunks up to the image data.
+  if (bytes.size() >= 24 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0)
+    check_dimensions(big_endian32(&bytes[16]), big_endian32(&bytes[20]), limits, origin);
   PngJob job{};
   job.data = bytes.data();
   job.size = bytes.size();
   job.max_side = uint32_t(std::min<int64_t>(limits.max_side, 0x7fffffff));
-  if (!png_run(&job, nullptr)) fail(origin, std::string("PNG: ") + job.message);
+  auto problem = [&job] {
+    std::string text = std::string("PNG: ") + job.message;
+    if (job.warning[0] && std::strcmp(job.warning, job.message) != 0) text += std::string(" (") + job.warning + ")";
+    return text;
+  };
+  if (!png_run(&job, nullptr)) fail(origin, problem());
   Image image{int64_t(job.width), int64_t(job.height), {}};
   check_dimensions(image.width, image.height, limits, origin);
   image.rgb.resize(size_t(image.width * image.height * 3));
   std::vector<png_bytep> rows(size_t(image.height));
   for (int64_t y = 0; y < image.height; ++y) rows[size_t(y)] = image.rgb.data() + y * image.width * 3;
-  if (!png_run(&job, rows.data())) fail(origin, std::string("PNG: ") + job.message);
+  if (!png_run(&job, rows.data())) fail(origin, problem());
   return image;
 }
 
