@@ -27,6 +27,7 @@
 #include "tokenizer/byte_level.h"
 #include "deltagen/error.h"
 #include "util/npy.h"
+#include "vision/image_encode.h"
 
 namespace fs = std::filesystem;
 using namespace deltagen;
@@ -345,6 +346,41 @@ void json_grammar_seeds() {
   }
 }
 
+// Small images of every kind the decoder converts (vision/image_decode.h),
+// made with vision/image_encode.h: 8x6 so that the blocks and filters have
+// something to do, small enough to mutate quickly.
+void image_seeds() {
+  auto put = [](const std::string& name, const std::vector<uint8_t>& bytes) {
+    write("image_decode", name, std::string(bytes.begin(), bytes.end()));
+  };
+  const int64_t w = 8, h = 6;
+  Image rgb{w, h, std::vector<uint8_t>(size_t(w * h * 3))};
+  for (size_t i = 0; i < rgb.rgb.size(); ++i) rgb.rgb[i] = uint8_t(i * 37 % 251);
+  const std::vector<uint16_t> rgb16(rgb.rgb.begin(), rgb.rgb.end());
+  std::vector<uint16_t> gray, gray16, rgba, index;
+  for (int64_t i = 0; i < w * h; ++i) {
+    gray.push_back(uint16_t(i * 5));
+    gray16.push_back(uint16_t(i * 1300));
+    rgba.insert(rgba.end(), {rgb16[size_t(3 * i)], rgb16[size_t(3 * i + 1)], rgb16[size_t(3 * i + 2)], uint16_t(i * 4)});
+    index.push_back(uint16_t(i % 4));
+  }
+  put("rgb.png", encode_png({w, h, 3}, rgb16));
+  put("gray16_interlaced.png", encode_png({w, h, 1, 16, true}, gray16));
+  put("rgba.png", encode_png({w, h, 4}, rgba));
+  PngSpec palette{w, h, 1, 2};
+  palette.palette = {{{0, 0, 0}}, {{255, 0, 0}}, {{0, 255, 0}}, {{0, 0, 255}}};
+  palette.palette_alpha = {0, 255};
+  put("palette.png", encode_png(palette, index));
+  const std::vector<uint8_t> gray8(gray.begin(), gray.end());
+  std::vector<uint8_t> cmyk;
+  for (int64_t i = 0; i < w * h; ++i) cmyk.insert(cmyk.end(), {uint8_t(i), 200, uint8_t(255 - i), 230});
+  put("rgb.jpg", encode_jpeg(w, h, 3, rgb.rgb, 80));
+  put("progressive.jpg", encode_jpeg(w, h, 3, rgb.rgb, 80, true));
+  put("gray.jpg", encode_jpeg(w, h, 1, gray8, 80));
+  put("cmyk.jpg", encode_jpeg(w, h, 4, cmyk, 80));
+  put("rgb.ppm", encode_ppm(rgb));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -364,6 +400,7 @@ int main(int argc, char** argv) {
     serve_request_seeds();
     json_grammar_seeds();
     jinja_seeds(argc > 2 ? fs::path(argv[2]) : fs::path());
+    image_seeds();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

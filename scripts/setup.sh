@@ -13,6 +13,7 @@ ort_dir="${ORT_DIR:-$root/third_party/ort}"
 
 APT_PACKAGES=(cmake g++ make pkg-config libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev
               libpcre2-dev libicu-dev libgtest-dev libcpp-httplib-dev
+              libpng-dev libjpeg62-turbo-dev  # vision: image input (src/vision/image_decode.cpp)
               chromium)  # chromium: the web page's end-to-end test (tests/serve_test.cpp)
 
 ORT_NODE_TGZ=onnxruntime-node-1.30.0.tgz

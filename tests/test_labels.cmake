@@ -78,6 +78,7 @@ set(deltagen_label_rules
   "^FidelityCardCli\\."                                  "cli,golden"
   "^(FidelityCard|FidelityCardServe)\\."                  "golden"
   "^(BenchCli|CompareCli|LayerCompareCli)\\."            "cli,golden"
+  "^VisionGolden\\."                                     "golden"        # ../shared/golden/vision: its image, pixel_values, summary.json
   "^BuilderPrecision\\."                                 "golden"
   "^EpPlacementGolden\\."                                "golden"        # loads tiny-a on the CPU and on WebGPU (lavapipe: ~1-20 s)
   "^(Bench|GraphFacts|BuilderPrecisionGolden|Builder|Chat|Compare|GatedDeltaNet|LayerCompare|LayerOutputs|OrtextFullModel|ReferenceGolden|RuntimeBatch|RuntimeGolden|Scheduler|Snapshot|SnapshotFile|SwigluGolden|Threads)\\." "golden"
