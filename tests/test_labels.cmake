@@ -65,7 +65,8 @@ set(deltagen_label_rules
 
   # ---- whole suites ----------------------------------------------------------------
   "^(MoeReference|MoeGraph|MoeRuntime|MoeRuntimeSnapshot)\\." "golden"
-  "^(VisionGraph|VisionBuild)\\."                        "golden"        # tests/vision_graph_test.cpp: --vision builds of tiny-vl
+  "^VisionCli\\."                                      "cli,golden"
+  "^(VisionGraph|VisionBuild|VisionRuntime|VisionRuntimeErrors)\\."                        "golden"        # tests/vision_graph_test.cpp: --vision builds of tiny-vl
   "^(VisionReferenceGolden|VisionReferenceErrors)\\."   "golden"        # shared/golden/vision (tiny-vl) and tiny-a
   "^MoeKernelGolden\\."                                  "golden"        # the int4 tiny-moe-a on deltagen's and ORT's kernels
   "^MoeKernelOrt\\."                                     "model"         # one-node QMoE models on ORT

@@ -129,11 +129,38 @@ TEST_F(VisionGraph, EmbeddingRefusesMorePadsThanFeatureRows) {
   EXPECT_THROW(run_one(model("embedding.onnx"), std::move(in)), Ort::Exception);
 }
 
+// fp32 on ORT, this checkpoint's logits (|max| 3.4) sit 1.6e-4 from the
+// float64 ones even for text on the plain text build (measured; tiny-a's
+// sit within 1e-4), so the image path is held to the text build's own
+// distance, 2e-4, and to the text build on text (within 1e-5: the M-RoPE
+// cos/sin are computed in the graph in fp32, the text build's in float64).
+constexpr float kTinyVlFp32Tolerance = 2e-4f;
+
+TEST_F(VisionGraph, DecoderOnTextEqualsTheTextBuild) {
+  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
+  TempDir d;
+  BuildOptions o;
+  o.precision = Precision::Fp32;
+  o.show_progress = false;
+  build_model(*ckpt, o, d / "text");
+  const std::vector<int64_t> ids = {1, 20, 3, 10, 40, 40, 41, 11, 40, 41, 2, 3, 1, 21, 3};
+  StepRunner text(d / "text" / "model.onnx");
+  const std::vector<float> want = text.step(ids);
+  const std::vector<float> table = ckpt->load_f32("embed_tokens.weight");
+  std::vector<float> embeds;
+  for (int64_t id : ids) embeds.insert(embeds.end(), table.begin() + id * 64, table.begin() + (id + 1) * 64);
+  StepRunner vision(model("model.onnx"));
+  EXPECT_LT(max_abs_diff(vision.step(ids, embeds), want), 1e-5f);
+  EXPECT_LT(max_abs_diff(vision.step({41}, std::vector<float>(table.begin() + 41 * 64, table.begin() + 42 * 64)),
+                         text.step({41})),
+            1e-5f);
+}
+
 TEST_F(VisionGraph, DecoderOnMergedEmbeddingsAnd3dPositionsMatchesTheGoldenLogits) {
   StepRunner runner(model("model.onnx"));
   const std::vector<float> logits =
       runner.step(golden_i64("input_ids.npy"), golden_f32("inputs_embeds.npy"), golden_i64("position_ids.npy"));
-  EXPECT_LT(max_abs_diff(logits, golden_f32("logits_prefill.npy")), 1e-4f);
+  EXPECT_LT(max_abs_diff(logits, golden_f32("logits_prefill.npy")), kTinyVlFp32Tolerance);
 }
 
 // Vision -> embedding -> decoder, then a few decode steps that continue at
@@ -153,7 +180,7 @@ TEST_F(VisionGraph, ChainedModelsPrefillThenDecodeAgreeWithOneLongPrefill) {
 
   StepRunner stepwise(model("model.onnx"));
   std::vector<float> logits = stepwise.step(ids, embed(ids, features, 6), pos);
-  EXPECT_LT(max_abs_diff(logits, golden_f32("logits_prefill.npy")), 1e-4f);
+  EXPECT_LT(max_abs_diff(logits, golden_f32("logits_prefill.npy")), kTinyVlFp32Tolerance);
   stepwise.set_rope_delta(delta);
   const std::vector<int64_t> extra = {40, 41, 2};
   std::vector<float> last;

@@ -115,6 +115,14 @@ class Snapshot {
 
 // One sequence whose state is kept from request to request: each request
 // appends its prompt and runs only the tokens not yet run.
+// An image for a model built with --vision: the bytes of a PNG, JPEG or
+// binary PPM file, and what to call it in errors (the file, the request field).
+struct ImageInput {
+  std::vector<uint8_t> bytes;
+  std::string origin;
+  static ImageInput from_file(const std::filesystem::path& file);  // throws Error
+};
+
 class Conversation {
  public:
   // max_length: tokens the state holds; 0 = engine->max_length().
@@ -129,6 +137,13 @@ class Conversation {
                             const StreamCallback& on_text = {});
   GenerationResult generate(std::string_view prompt, const GenerationOptions& options,
                             const StreamCallback& on_text = {});
+  // With images (a --vision model): `prompt` holds one <|image_pad|> token
+  // per image, in order (the chat template writes
+  // <|vision_start|><|image_pad|><|vision_end|>); each becomes the image's
+  // tokens, as the Hugging Face processor expands it, carrying its features.
+  // GenerationResult::prompt_tokens counts the expanded prompt.
+  GenerationResult generate(std::span<const int64_t> prompt, std::span<const ImageInput> images,
+                            const GenerationOptions& options, const StreamCallback& on_text = {});
 
   // Every token of the conversation, prompts and replies. The last reply's
   // last token is not run yet (it is run with the next prompt).

@@ -100,9 +100,8 @@ void Graph::build() {
 
 // embedding.onnx: the decoder build's embedding lookup (float or block-
 // quantized table), then the image features scattered in: the k-th
-// <|image_pad|> of the flattened ids takes feature row k. Other tokens read a
-// zero row appended to the features, so a text-only call passes [0, H]
-// features; more pads than rows fails in Gather (index out of range).
+// <|image_pad|> of the flattened ids takes feature row k. A text-only call
+// passes [0, H] features.
 void Graph::build_embedding() {
   const std::string p = "/model/embed_tokens/image_features";
   const int64_t H = cfg_.hidden_size;
@@ -117,13 +116,12 @@ void Graph::build_embedding() {
                           {op("Cast", p + "/Cast", {is_pad}, graph::kInt64, {attr("to", int64_t(graph::kInt64))}),
                            b_.constant_i64_scalar(0)},
                           graph::kInt64);
-  std::string row = op("Sub", p + "/row/Sub", {counts, b_.constant_i64_scalar(1)}, graph::kInt64);
-  std::string shape = op("Shape", p + "/Shape", {"image_features"}, graph::kInt64);
-  std::string n = op("Gather", p + "/num/Gather", {shape, b_.constant_i64({0})}, graph::kInt64, {attr("axis", int64_t(0))});
-  std::string index = op("Where", p + "/index/Where", {is_pad, row, n}, graph::kInt64);
+  // Row 0 of `padded` is zeros for the text tokens; pad k reads row k + 1,
+  // out of range (an error, not a silent zero) when k >= the feature rows.
+  std::string index = op("Where", p + "/index/Where", {is_pad, counts, b_.constant_i64_scalar(0)}, graph::kInt64);
   std::string zero = weight(computed_weight("model.embed_tokens.image_features.zero_row", {1, H},
                                             std::vector<float>(size_t(H), 0.0f), graph::kFloat));
-  std::string padded = op("Concat", p + "/Concat", {"image_features", zero}, graph::kFloat, {attr("axis", int64_t(0))});
+  std::string padded = op("Concat", p + "/Concat", {zero, "image_features"}, graph::kFloat, {attr("axis", int64_t(0))});
   std::string features = cast(op("Gather", p + "/Gather", {padded, index}, graph::kFloat, {attr("axis", int64_t(0))}),
                               dt, p + "/Gather/Cast");  // [B*S, H]
   std::string flat = reshape(p + "/embeds/Reshape", embeds, {-1, H});

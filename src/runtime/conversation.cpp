@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "runtime/engine_impl.h"
+#include "runtime/image_prompt.h"
 #include "runtime/generation.h"
 #include "runtime/generator.h"
 #include "deltagen/error.h"
@@ -87,6 +88,25 @@ GenerationResult Conversation::generate(std::span<const int64_t> prompt, const G
   if (!result.generated_ids.empty()) c.pending.push_back(result.generated_ids.back());
   c.refresh_tokens();
   return result;
+}
+
+GenerationResult Conversation::generate(std::span<const int64_t> prompt, std::span<const ImageInput> images,
+                                        const GenerationOptions& options, const StreamCallback& on_text) {
+  if (images.empty()) return generate(prompt, options, on_text);
+  Impl& c = *impl_;
+  // The pending token (text) runs first, so the positions start where it sits.
+  std::vector<int64_t> feed = c.pending;
+  feed.insert(feed.end(), prompt.begin(), prompt.end());
+  ImagePrompt ready =
+      prepare_image_prompt(*detail::Access::engine(*c.engine).model, feed, images, c.generator.next_position(0));
+  c.generator.attach_images(0, std::move(ready.images));
+  const std::vector<int64_t> expanded(ready.ids.begin() + ptrdiff_t(c.pending.size()), ready.ids.end());
+  try {
+    return generate(std::span<const int64_t>(expanded), options, on_text);
+  } catch (...) {
+    c.generator.detach_images(0);
+    throw;
+  }
 }
 
 GenerationResult Conversation::generate(std::string_view prompt, const GenerationOptions& options,

@@ -97,18 +97,36 @@ GenaiConfig load_genai_config(const std::filesystem::path& path) {
   cfg.context_length = optional_int(model, "context_length", origin);
   cfg.vocab_size = optional_int(model, "vocab_size", origin);
   cfg.eos_token_ids = eos_ids(model, origin);
+  // A model file must come from the model folder: a downloaded config must
+  // not point the runtime at any other file on the machine.
+  auto file_in_folder = [&](const json& section, const std::string& key) -> std::string {
+    auto f = section.find("filename");
+    if (f == section.end()) return "";
+    if (!f->is_string() || f->get<std::string>().empty()) fail(origin, "'" + key + ".filename' is not a file name");
+    const std::filesystem::path name(f->get<std::string>());
+    bool inside = name.is_relative();
+    for (const auto& part : name) inside = inside && part != "..";
+    if (!inside) fail(origin, "'" + key + ".filename' " + name.string() + " leads outside the model folder");
+    return f->get<std::string>();
+  };
   if (auto d = model.find("decoder"); d != model.end() && d->is_object()) {
-    if (auto f = d->find("filename"); f != d->end()) {
-      if (!f->is_string() || f->get<std::string>().empty()) fail(origin, "'decoder.filename' is not a file name");
-      // The model must come from the model folder: a downloaded config must
-      // not point the runtime at any other file on the machine.
-      const std::filesystem::path name(f->get<std::string>());
-      bool inside = name.is_relative();
-      for (const auto& part : name) inside = inside && part != "..";
-      if (!inside) fail(origin, "'decoder.filename' " + name.string() + " leads outside the model folder");
-      cfg.model_filename = f->get<std::string>();
-    }
+    if (std::string f = file_in_folder(*d, "decoder"); !f.empty()) cfg.model_filename = f;
     cfg.provider = first_provider(*d, origin);
+  }
+  auto v = model.find("vision");
+  auto e = model.find("embedding");
+  if (v != model.end() || e != model.end()) {
+    if (v == model.end() || !v->is_object() || e == model.end() || !e->is_object())
+      fail(origin, "a vision model needs both 'model.vision' and 'model.embedding' objects");
+    cfg.vision_filename = file_in_folder(*v, "vision");
+    cfg.embedding_filename = file_in_folder(*e, "embedding");
+    if (cfg.vision_filename.empty() || cfg.embedding_filename.empty())
+      fail(origin, "'model.vision' and 'model.embedding' need a filename");
+    cfg.image_token_id = optional_int(model, "image_token_id", origin);
+    cfg.vision_start_token_id = optional_int(model, "vision_start_token_id", origin);
+    cfg.vision_end_token_id = optional_int(model, "vision_end_token_id", origin);
+    if (cfg.image_token_id <= 0) fail(origin, "a vision model needs 'model.image_token_id'");
+    if (int64_t m = optional_int(*v, "spatial_merge_size", origin); m > 0) cfg.spatial_merge_size = m;
   }
   if (auto search = j.find("search"); search != j.end()) cfg.sampling = search_sampling(*search, origin);
   return cfg;

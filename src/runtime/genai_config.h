@@ -24,6 +24,15 @@ struct GenaiConfig {
   // model.decoder.session_options.provider_options: the first provider the
   // model was built for (`build --target`); none = the CPU.
   std::optional<ExecutionProvider> provider;
+
+  // A --vision build (onnxruntime-genai's VL layout): model.vision.filename,
+  // model.embedding.filename, the image placeholder id and the merge size.
+  // Empty file names: a text model.
+  std::string vision_filename, embedding_filename;
+  int64_t image_token_id = -1;
+  int64_t vision_start_token_id = -1, vision_end_token_id = -1;
+  int64_t spatial_merge_size = 2;
+  bool has_vision() const { return !vision_filename.empty(); }
 };
 
 // Throws Error naming the file on a missing file, bad JSON or a wrongly typed key.

@@ -61,7 +61,8 @@ Generator::Generator(Model& model, int64_t batch, int64_t max_length)
   }
   // Everything a decode step touches, at its final size.
   ids_.resize(size_t(batch));
-  positions_.resize(size_t(batch));
+  positions_.resize(size_t(3 * batch));
+  multimodal_.resize(size_t(batch));
   mask_.resize(size_t(batch * state_.kv_capacity()));
   logits_raw_.resize(size_t(batch * vocab_) * float_element_size(model.io().logits_dtype));
   if (model.io().logits_dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) logits_f32_.resize(size_t(batch * vocab_));
@@ -81,11 +82,68 @@ Ort::Value Generator::logits_view(int64_t batch, int64_t rows) {
   return Ort::Value::CreateTensor(cpu_, logits_raw_.data(), bytes, shape.data(), shape.size(), dtype);
 }
 
-void Generator::bind_inputs(Ort::IoBinding& binding, int64_t batch, int64_t seq, int64_t width) {
+void Generator::bind_inputs(Ort::IoBinding& binding, int64_t batch, int64_t seq, int64_t width,
+                            const float* features, int64_t feature_rows) {
   const ModelIo& io = model_.io();
-  binding.BindInput("input_ids", view(ids_, {batch, seq}));
+  if (io.has_inputs_embeds) {
+    embeds_ = model_.embed(ids_.data(), batch, seq, features, feature_rows);
+    binding.BindInput("inputs_embeds", embeds_);
+  } else {
+    binding.BindInput("input_ids", view(ids_, {batch, seq}));
+  }
   if (io.has_attention_mask) binding.BindInput("attention_mask", view(mask_, {batch, width}));
-  if (io.has_position_ids) binding.BindInput("position_ids", view(positions_, {batch, seq}));
+  if (io.has_position_ids) {
+    if (io.mrope_positions) binding.BindInput("position_ids", view(positions_, {3, batch, seq}));
+    else binding.BindInput("position_ids", view(positions_, {batch, seq}));
+  }
+}
+
+void Generator::attach_images(int64_t row, RowImages images) {
+  if (row < 0 || row >= batch()) fail("runtime", "row " + std::to_string(row) + " is outside the batch");
+  if (!model_.has_vision()) fail("runtime", "the model takes no images (build it with --vision)");
+  if (images.rows * model_.hidden_size() != int64_t(images.features.size()))
+    fail("runtime", "image features are not [rows, hidden]");
+  RowMultimodal& m = multimodal_[size_t(row)];
+  if (state_.length(row) == 0) m.rope_delta = 0;  // a reset row starts over
+  m.begin = state_.length(row);
+  m.feature_cursor = 0;
+  m.images = std::move(images);
+}
+
+int64_t Generator::next_position(int64_t row) const {
+  const RowMultimodal& m = multimodal_.at(size_t(row));
+  const int64_t length = state_.length(row);
+  return length == 0 ? 0 : length + m.rope_delta;
+}
+
+// Token past + s of `row` takes the attached prompt's (T, H, W) position
+// while inside it, else past + s + the row's rope delta in all three streams
+// (plain RoPE positions for a text model, whose delta is 0).
+void Generator::row_positions(int64_t row, int64_t past, std::span<const int64_t> ids, const float** features,
+                              int64_t* feature_rows) {
+  const int64_t seq = int64_t(ids.size());
+  const bool mrope = model_.io().mrope_positions;
+  ensure_size(positions_, size_t(mrope ? 3 * seq : seq));
+  RowMultimodal& m = multimodal_[size_t(row)];
+  if (past == 0 && (!m.images || m.begin != 0)) m.rope_delta = 0;
+  *features = nullptr;
+  *feature_rows = 0;
+  const MropePositions* p = m.images ? &m.images->positions : nullptr;
+  for (int64_t s = 0; s < seq; ++s) {
+    const int64_t in_prompt = past + s - m.begin;
+    for (int64_t r = 0; r < (mrope ? 3 : 1); ++r) {
+      int64_t pos = past + s + m.rope_delta;
+      if (p && in_prompt >= 0 && in_prompt < p->size())
+        pos = (r == 0 ? p->t : r == 1 ? p->h : p->w)[size_t(in_prompt)];
+      positions_[size_t(r * seq + s)] = pos;
+    }
+  }
+  if (!m.images) return;
+  const int64_t pads = std::count(ids.begin(), ids.end(), model_.config().image_token_id);
+  if (m.feature_cursor + pads > m.images->rows)
+    fail("runtime", "the prompt has more image tokens than the attached images have features");
+  *features = m.images->features.data() + m.feature_cursor * model_.hidden_size();
+  *feature_rows = pads;
 }
 
 void Generator::fetch_outputs(std::vector<std::string> names) {
@@ -158,13 +216,14 @@ LogitsView Generator::run_row(int64_t row, std::span<const int64_t> ids, bool al
                         std::to_string(max_length()));
 
   ensure_size(ids_, size_t(seq));
-  ensure_size(positions_, size_t(seq));
   std::copy(ids.begin(), ids.end(), ids_.begin());
-  for (int64_t s = 0; s < seq; ++s) positions_[size_t(s)] = past + s;
+  const float* features = nullptr;
+  int64_t feature_rows = 0;
+  row_positions(row, past, ids, &features, &feature_rows);
   std::fill(mask_.begin(), mask_.begin() + (past + seq), 1);
 
   Ort::IoBinding& binding = batch() == 1 ? batch_binding_ : row_bindings_[size_t(row)];
-  bind_inputs(binding, 1, seq, past + seq);
+  bind_inputs(binding, 1, seq, past + seq, features, feature_rows);
   LogitsView logits;
   try {
     logits = run(binding, 1, seq, !all_positions);
@@ -173,6 +232,14 @@ LogitsView Generator::run_row(int64_t row, std::span<const int64_t> ids, bool al
     throw;
   }
   state_.append(row, ids);
+  RowMultimodal& m = multimodal_[size_t(row)];
+  if (m.images) {
+    m.feature_cursor += feature_rows;
+    if (state_.length(row) >= m.begin + m.images->positions.size()) {  // the prompt is through
+      m.rope_delta += m.images->positions.rope_delta;
+      m.images.reset();
+    }
+  }
   return logits;
 }
 
@@ -190,7 +257,8 @@ LogitsView Generator::step(std::span<const int64_t> tokens) {
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t length = state_.length(b);
     ids_[size_t(b)] = state_.parked(b) ? 0 : tokens[size_t(b)];
-    positions_[size_t(b)] = length;
+    const int64_t position = length + multimodal_[size_t(b)].rope_delta;
+    for (int64_t r = 0; r < (model_.io().mrope_positions ? 3 : 1); ++r) positions_[size_t(r * batch + b)] = position;
     int64_t* mask_row = mask_.data() + b * width;
     std::fill(mask_row, mask_row + length + 1, 1);
     std::fill(mask_row + length + 1, mask_row + width, 0);

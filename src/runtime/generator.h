@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 
 #include "runtime/session.h"
 #include "runtime/state.h"
+#include "vision/mrope_positions.h"
 
 namespace deltagen {
 
@@ -49,6 +51,16 @@ struct Logits {
 constexpr int64_t kDefaultMaxLength = 4096;
 int64_t default_max_length(const Model& model);
 
+// The images of a prompt about to be run on a row of a --vision model: the
+// feature rows of its image-pad tokens in order (Model::encode_image of each
+// image, concatenated) and the 3-D positions of every prompt token
+// (mrope_positions, started at Generator::next_position(row)).
+struct RowImages {
+  std::vector<float> features;  // [rows, hidden]
+  int64_t rows = 0;
+  MropePositions positions;
+};
+
 class Generator {
  public:
   // max_length: tokens per row the state holds (0 = default_max_length);
@@ -58,6 +70,18 @@ class Generator {
   // Runs `ids` through row `row` alone and appends them to it. Returns the
   // logits of every fed position [1, ids, vocab] or of the last one [1, 1, vocab].
   LogitsView run_row(int64_t row, std::span<const int64_t> ids, bool all_positions);
+
+  // A --vision model: the next run_row calls on `row` feed `images` with the
+  // prompt that follows: its tokens take images.positions (in order, from the
+  // row's current length) and its image-pad tokens the feature rows, however
+  // the prompt is split into runs. Once the prompt is through, later tokens
+  // sit at index + the prompt's rope_delta in all three streams.
+  void attach_images(int64_t row, RowImages images);
+  void detach_images(int64_t row) { multimodal_.at(size_t(row)).images.reset(); }  // a request that failed
+  // Where the next token of `row` sits in the rotary position streams: its
+  // length + the rope_delta its images so far added (the `start` of
+  // mrope_positions for the next prompt).
+  int64_t next_position(int64_t row) const;
 
   // One decode step for rows [0, tokens.size()) (the whole batch, or its
   // first rows: the rest are not run at all): tokens[b] is appended to row b,
@@ -91,7 +115,12 @@ class Generator {
   // A tensor viewing the first count(shape) elements of `buffer`.
   Ort::Value view(std::vector<int64_t>& buffer, const std::vector<int64_t>& shape);
   Ort::Value logits_view(int64_t batch, int64_t rows);
-  void bind_inputs(Ort::IoBinding& binding, int64_t batch, int64_t seq, int64_t width);
+  void bind_inputs(Ort::IoBinding& binding, int64_t batch, int64_t seq, int64_t width,
+                   const float* features = nullptr, int64_t feature_rows = 0);
+  // positions_ for row `row`'s run of `seq` tokens after `past` (batch 1), and
+  // the feature rows its image pads take.
+  void row_positions(int64_t row, int64_t past, std::span<const int64_t> ids, const float** features,
+                     int64_t* feature_rows);
   LogitsView run(Ort::IoBinding& binding, int64_t batch, int64_t rows, bool last_row_only);
   void collect_fetched(Ort::IoBinding& binding);
 
@@ -104,7 +133,16 @@ class Generator {
   std::vector<Ort::IoBinding> row_bindings_;  // one row's state each (batch > 1 only), bound once
   std::map<int64_t, Ort::IoBinding> first_rows_bindings_;  // by row count < batch, bound on first use
   // Input and output buffers, sized for the largest run so far (a decode step never grows them).
-  std::vector<int64_t> ids_, mask_, positions_;
+  std::vector<int64_t> ids_, mask_, positions_;  // positions_: [3][B][S] for an M-RoPE model
+  Ort::Value embeds_{nullptr};  // a --vision model's inputs_embeds of the current run
+  // Per row of a --vision model: the images attached to the prompt being run
+  // (from sequence index begin), and the rope delta of the tokens after it.
+  struct RowMultimodal {
+    int64_t begin = 0, feature_cursor = 0;
+    std::optional<RowImages> images;
+    int64_t rope_delta = 0;
+  };
+  std::vector<RowMultimodal> multimodal_;
   std::vector<std::byte> logits_raw_;  // the model's logits dtype
   std::vector<float> logits_f32_;      // the rows handed out, when the model's logits are not fp32
   std::vector<std::string> fetch_names_;  // fetch_outputs()

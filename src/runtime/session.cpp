@@ -138,12 +138,18 @@ ModelIo describe_model_io(const Ort::Session& session) {
     if (name == "input_ids") {
       expect_int64(name, decl);
       has_input_ids = true;
+    } else if (name == "inputs_embeds") {
+      if (decl.shape.size() != 3) fail("model input inputs_embeds", "expected shape [batch, sequence, hidden]");
+      float_element_size(decl.dtype);  // throws for a non-float input
+      io.has_inputs_embeds = true;
+      io.embeds_dtype = decl.dtype;
     } else if (name == "attention_mask") {
       expect_int64(name, decl);
       io.has_attention_mask = true;
     } else if (name == "position_ids") {
       expect_int64(name, decl);
-      if (decl.shape.size() != 2) fail("model input position_ids", "expected shape [batch, sequence]");
+      if (decl.shape.size() == 3 && decl.shape[0] == 3) io.mrope_positions = true;
+      else if (decl.shape.size() != 2) fail("model input position_ids", "expected shape [batch, sequence] or [3, batch, sequence]");
       io.has_position_ids = true;
     } else if (auto parsed = parse_past_name(name)) {
       CacheSpec spec;
@@ -159,7 +165,7 @@ ModelIo describe_model_io(const Ort::Session& session) {
       fail("model input " + name, "is not one the generation loop can feed");
     }
   }
-  if (!has_input_ids) fail("model", "has no input_ids input");
+  if (!has_input_ids && !io.has_inputs_embeds) fail("model", "has no input_ids (or inputs_embeds) input");
 
   const auto output_names = session.GetOutputNames();
   const std::set<std::string> outputs(output_names.begin(), output_names.end());
@@ -320,6 +326,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
       std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
       model->ep_ = ep;
       model->profiling_ = !profile_prefix.empty();
+      model->load_image_models(session_options);
       return model;
     }
     rewrite::RewriteSummary rewritten;
@@ -333,6 +340,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
     model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
     model->profiling_ = !profile_prefix.empty();
+    model->load_image_models(session_options);
     return model;
   } catch (const Ort::Exception& e) {
     const std::string why = execution_provider_failure(ep, ort_error_line(e));

@@ -15,6 +15,7 @@
 // assumed from the layer index.
 #pragma once
 #include <cstdint>
+#include <array>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -44,6 +45,11 @@ struct CacheSpec {
 struct ModelIo {
   bool has_attention_mask = false;
   bool has_position_ids = false;
+  // A --vision decoder: inputs_embeds [B, S, hidden] instead of input_ids
+  // (Model::embed makes them), and position_ids [3, B, S] (T, H, W streams).
+  bool has_inputs_embeds = false;
+  ONNXTensorElementDataType embeds_dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  bool mrope_positions = false;
   ONNXTensorElementDataType logits_dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   int64_t logits_vocab = 0;  // last dim of `logits`; 0 when symbolic
   // logits are [B, 1, V] whatever the input length (a pruned lm_head): only
@@ -109,6 +115,17 @@ class Model {
   ExecutionProvider ep() const { return ep_; }
   // From the logits output shape, else from genai_config.json; 0 if neither says.
   int64_t vocab_size() const;
+  // A --vision build: embedding.onnx and vision.onnx loaded beside the decoder.
+  bool has_vision() const { return vision_ != nullptr; }
+  // inputs_embeds [batch, seq, hidden] of `ids` with feature rows [rows,
+  // hidden] (fp32) scattered into its image-pad tokens, in the decoder's
+  // embeds dtype. Throws Error on a model without embedding.onnx.
+  Ort::Value embed(const int64_t* ids, int64_t batch, int64_t seq, const float* features, int64_t rows);
+  // The image features [patches / merge^2, hidden] of one preprocessed image:
+  // pixel_values [patches, patch_dim], grid (t, h, w).
+  std::vector<float> encode_image(const float* pixels, int64_t patches, int64_t patch_dim,
+                                  const std::array<int64_t, 3>& grid);
+  int64_t hidden_size() const { return hidden_size_; }  // from embedding.onnx; 0 for a text model
   // How many nodes (MatMulNBits, CausalConvWithState) run on deltagen's kernels.
   int64_t fast_kernel_nodes() const { return fast_kernel_nodes_; }
   // Stops the profiler (RuntimeOptions::profile_prefix) and returns the path
@@ -117,11 +134,14 @@ class Model {
 
  private:
   Model(std::filesystem::path dir, GenaiConfig config, Ort::Session session);
+  void load_image_models(const Ort::SessionOptions& options);  // image_models.cpp
 
   std::filesystem::path dir_;
   GenaiConfig config_;
   Ort::Session session_;
   ModelIo io_;
+  std::unique_ptr<Ort::Session> embedding_, vision_;
+  int64_t hidden_size_ = 0;
   int64_t fast_kernel_nodes_ = 0;
   ExecutionProvider ep_ = ExecutionProvider::Cpu;
   bool profiling_ = false;

@@ -18,11 +18,13 @@ Args::Args(int argc, char** argv, std::set<std::string> switches) : command_(arg
     auto eq = name.find('=');
     if (eq != std::string::npos) {
       values_[name.substr(0, eq)] = name.substr(eq + 1);
+      all_values_[name.substr(0, eq)].push_back(name.substr(eq + 1));
     } else if (switches.count(name)) {
       seen_switches_.insert(name);
     } else {
       if (i + 1 >= argc) fail("--" + name, "missing value");
       values_[name] = argv[++i];
+      all_values_[name].push_back(values_[name]);
     }
   }
 }
@@ -30,6 +32,12 @@ Args::Args(int argc, char** argv, std::set<std::string> switches) : command_(arg
 bool Args::has(const std::string& f) {
   asked_.insert(f);
   return values_.count(f) || seen_switches_.count(f);
+}
+
+std::vector<std::string> Args::get_all(const std::string& f) {
+  asked_.insert(f);
+  auto it = all_values_.find(f);
+  return it == all_values_.end() ? std::vector<std::string>() : it->second;
 }
 
 std::optional<std::string> Args::get(const std::string& f) {

@@ -19,7 +19,8 @@ class Args {
   Args(int argc, char** argv, std::set<std::string> switches = {});
 
   bool has(const std::string& flag);                      // marks flag as known
-  std::optional<std::string> get(const std::string& flag);
+  std::optional<std::string> get(const std::string& flag);  // the last one given
+  std::vector<std::string> get_all(const std::string& flag);  // every value of a repeatable flag, in order
   std::string require(const std::string& flag);
   std::string get_or(const std::string& flag, const std::string& fallback);
   int64_t get_int(const std::string& flag, int64_t fallback);
@@ -37,6 +38,7 @@ class Args {
  private:
   std::string command_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_values_;
   std::set<std::string> seen_switches_;
   std::vector<std::string> positional_;
   std::set<std::string> asked_;

@@ -59,9 +59,17 @@ ChatFlags parse_chat_flags(Args& args, bool with_messages) {
   return f;
 }
 
-ChatRenderInputs chat_inputs(const ChatFlags& flags, const std::string& user_text) {
+ChatRenderInputs chat_inputs(const ChatFlags& flags, const std::string& user_text, int64_t images) {
   ChatRenderInputs in;
   in.messages = flags.messages ? *flags.messages : normalize_messages(ordered_json::array({{{"role", "user"}, {"content", user_text}}}));
+  if (images > 0 && !flags.messages) {
+    // Image parts first, then the text, as an OpenAI message with images;
+    // the template writes <|vision_start|><|image_pad|><|vision_end|> for each.
+    ordered_json content = ordered_json::array();
+    for (int64_t i = 0; i < images; ++i) content.push_back({{"type", "image"}});
+    content.push_back({{"type", "text"}, {"text", user_text}});
+    in.messages[0]["content"] = content;
+  }
   if (!flags.system_prompt.empty() && (in.messages.empty() || in.messages[0]["role"] != "system"))
     in.messages.insert(in.messages.begin(), ordered_json{{"role", "system"}, {"content", flags.system_prompt}});
   if (!flags.tools_json.empty()) in.tools = ordered_json::parse(flags.tools_json);

@@ -28,6 +28,7 @@ ChatFlags parse_chat_flags(Args& args, bool with_messages);
 // system prompt first when given and the messages have none; tools; kwargs
 // with enable_thinking false from --no-think unless they set it. Errors name the
 // flag (and the message field).
-ChatRenderInputs chat_inputs(const ChatFlags& flags, const std::string& user_text);
+// `images` > 0: the user message gets that many image parts before its text.
+ChatRenderInputs chat_inputs(const ChatFlags& flags, const std::string& user_text, int64_t images = 0);
 
 }  // namespace deltagen

@@ -19,6 +19,12 @@
 //   starts from the model's recommended settings (genai_config.json
 //   "search"); flags override them. --print-prompt writes the rendered prompt
 //   to stdout byte for byte and exits (with --json: {"prompt", "prompt_ids"}).
+// Images (a model built with --vision): --image FILE, repeatable (PNG, JPEG or
+//   binary PPM). Each image goes where the prompt holds one <|image_pad|>
+//   token, in order; with --chat and no pad in the text, the images are put
+//   before the text in the user message, as
+//   <|vision_start|><|image_pad|><|vision_end|> each. --logits-out covers the
+//   expanded prompt. One prompt only.
 // Engine: --threads T, --max-length N (tokens the state holds; default: what
 //   the request needs), --tokenizer PATH, --kernels deltagen|deltagen-ops|ort,
 //   --max-isa, --ep cpu|webgpu|cuda (the execution provider; kernels apply
@@ -71,6 +77,7 @@ struct GenerateFlags {
   bool chat = false, print_prompt = false;
   ChatFlags chat_flags;
   std::string logits_out, save_state, load_state;
+  std::vector<std::string> images;  // --image
   bool json = false;
 
   bool text_mode() const { return !text_prompts.empty(); }
@@ -147,7 +154,10 @@ GenerateFlags parse_flags(int argc, char** argv) {
   f.save_state = args.get_or("save-state", "");
   f.load_state = args.get_or("load-state", "");
   f.json = args.flag("json");
+  f.images = args.get_all("image");
   args.finish();
+  if (!f.images.empty() && f.batch() > 1) fail("--image", "works with one prompt only");
+  if (!f.images.empty() && f.chat_flags.messages) fail("--image", "goes into the user message: not with --messages");
 
   f.options.collect_logits = !f.logits_out.empty();
   if (f.chat && !f.text_mode()) fail("--chat", "needs a text prompt or --messages");
@@ -161,7 +171,7 @@ GenerateFlags parse_flags(int argc, char** argv) {
 // The text a chat prompt renders to: the model's template over the
 // --messages conversation, or over `text` as one user message.
 std::string render_chat_prompt(const GenerateFlags& f, const std::string& text) {
-  return ChatTemplate::for_model(f.model_dir).render(chat_inputs(f.chat_flags, text));
+  return ChatTemplate::for_model(f.model_dir).render(chat_inputs(f.chat_flags, text, int64_t(f.images.size())));
 }
 
 // Text -> ids; with --chat, the rendered template. A loaded state must be
@@ -250,8 +260,11 @@ int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
     const auto stops = reply_end_ids(engine.tokenizer());
     f.options.extra_stop_ids.insert(f.options.extra_stop_ids.end(), stops.begin(), stops.end());
   }
-  Conversation conversation(engine_ptr,
-                            needed_max_length(engine, f, int64_t(history.size()), int64_t(prompt.size())));
+  // An image's token count is known only once it is decoded: a request with
+  // images gets the default state length unless --max-length says.
+  Conversation conversation(engine_ptr, f.images.empty() || f.engine.max_length > 0
+                                            ? needed_max_length(engine, f, int64_t(history.size()), int64_t(prompt.size()))
+                                            : 0);
   if (!loaded.empty()) conversation.restore(loaded);
 
   const bool stream = f.text_mode() && !f.json;
@@ -260,7 +273,9 @@ int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
       print_text(text);
       return true;
     };
-  const GenerationResult r = conversation.generate(std::span<const int64_t>(prompt), f.options, on_text);
+  std::vector<ImageInput> images;
+  for (const std::string& file : f.images) images.push_back(ImageInput::from_file(file));
+  const GenerationResult r = conversation.generate(std::span<const int64_t>(prompt), images, f.options, on_text);
 
   if (!f.logits_out.empty()) write_npy_f32(f.logits_out, r.logits.data(), {r.logits_rows, r.vocab});
   if (!f.save_state.empty()) conversation.snapshot().save(f.save_state);
@@ -268,6 +283,11 @@ int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
   if (f.json) {
     nlohmann::json row = result_json(r);
     row["prompt_ids"] = prompt;
+    if (!images.empty()) {  // as run: each image's pad expanded to its tokens
+      const auto& all = conversation.tokens();
+      const auto first = all.begin() + ptrdiff_t(history.size());
+      row["prompt_ids"] = std::vector<int64_t>(first, first + r.prompt_tokens);
+    }
     if (f.chat) add_chat_fields(row, f, r, render_chat_prompt(f, f.text_prompts[0]));
     nlohmann::json j = row;
     j["model"] = f.model_dir;

@@ -7,6 +7,12 @@
 // {"prompt_ids":[...],"generated_ids":[...]}. --logits-out writes the f32
 // logits [P + N - 1, vocab]: the P prompt rows, then one row per decode step
 // (with N = 0 only the P prompt rows).
+// --image FILE (repeatable; a checkpoint with a vision tower): each image is
+// preprocessed as the Hugging Face processor does (the checkpoint's
+// preprocessor_config.json), run through the float64 vision tower and put
+// where --ids holds one image-pad id (config.json's image_token_id), expanded
+// to the image's token count; --logits-out and prompt_ids cover the expanded
+// prompt.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -16,6 +22,10 @@
 
 #include "checkpoint/checkpoint.h"
 #include "reference/qwen35_reference.h"
+#include "reference/qwen35_vision_reference.h"
+#include "vision/image_decode.h"
+#include "vision/image_preprocess.h"
+#include "vision/mrope_positions.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "deltagen/error.h"
@@ -30,9 +40,10 @@ int cmd_reference(int argc, char** argv) {
   const int64_t new_tokens = args.get_int("max-new-tokens", 16);
   const auto logits_out = args.get("logits-out");
   const bool json = args.flag("json");
+  const std::vector<std::string> image_files = args.get_all("image");
   args.finish();
 
-  const std::vector<int64_t> prompt = parse_ids(ids_text, "--ids");
+  std::vector<int64_t> prompt = parse_ids(ids_text, "--ids");
   if (prompt.empty()) fail("--ids", "empty prompt");
   if (new_tokens < 0) fail("--max-new-tokens", "must be >= 0, got " + std::to_string(new_tokens));
   // Fail before the (possibly long) forward pass rather than after it.
@@ -57,7 +68,32 @@ int cmd_reference(int argc, char** argv) {
              std::to_string(cfg.max_position_embeddings));
 
   ReferenceModel model(*ckpt);
-  GreedyResult r = reference_greedy(model, prompt, new_tokens);
+  GreedyResult r;
+  if (image_files.empty()) {
+    r = reference_greedy(model, prompt, new_tokens);
+  } else {
+    if (!ckpt->has_vision()) fail("--image", checkpoint_dir + " has no vision tower");
+    const std::filesystem::path pre_file = ckpt->dir() / "preprocessor_config.json";
+    const PreprocessorConfig pre =
+        std::filesystem::exists(pre_file) ? load_preprocessor_config(pre_file) : PreprocessorConfig{};
+    VisionReference vision(*ckpt);
+    std::vector<ImageGrid> grids;
+    std::vector<int64_t> tokens_per_image;
+    Matrix64 features(0, cfg.hidden_size);
+    for (const std::string& file : image_files) {
+      const PixelValues pv = preprocess_image(decode_image(file), pre);
+      Matrix64 pixels(pv.rows, pv.cols);
+      std::copy(pv.data.begin(), pv.data.end(), pixels.data.begin());
+      const ImageGrid grid{pv.grid_thw[0], pv.grid_thw[1], pv.grid_thw[2]};
+      Matrix64 f = vision.encode(pixels, {grid});
+      features.data.insert(features.data.end(), f.data.begin(), f.data.end());
+      features.rows += f.rows;
+      grids.push_back(grid);
+      tokens_per_image.push_back(pv.num_image_tokens());
+    }
+    prompt = expand_image_pads(prompt, cfg.image_token_id, tokens_per_image, "--ids");
+    r = reference_greedy_with_images(model, prompt, features, grids, new_tokens);
+  }
 
   // Write the file before printing, so that a failed write leaves no
   // half-reported run (write_npy_f32 itself is atomic).

@@ -1,0 +1,93 @@
+// The two extra models of a --vision build (models/qwen35_vision.h), run on
+// plain ONNX Runtime beside the decoder: embedding.onnx turns ids and image
+// features into the decoder's inputs_embeds, vision.onnx one preprocessed
+// image into its features.
+#include <algorithm>
+
+#include "deltagen/error.h"
+#include "runtime/session.h"
+
+namespace deltagen {
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kEmbeddingInputs[] = {"input_ids", "image_features"};
+const char* const kEmbeddingOutput = "inputs_embeds";
+const char* const kVisionInputs[] = {"pixel_values", "image_grid_thw"};
+const char* const kVisionOutput = "image_features";
+
+std::unique_ptr<Ort::Session> open_session(const fs::path& file, const Ort::SessionOptions& options) {
+  if (!fs::is_regular_file(file)) fail(file.string(), "model file not found (genai_config.json names it)");
+  try {
+    return std::make_unique<Ort::Session>(ort_env(), file.c_str(), options);
+  } catch (const Ort::Exception& e) {
+    fail(file.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));
+  }
+}
+
+void expect_io(const Ort::Session& s, const fs::path& file, const std::vector<std::string>& inputs,
+               const std::string& output) {
+  const auto in = s.GetInputNames();
+  const auto out = s.GetOutputNames();
+  for (const auto& name : inputs)
+    if (std::find(in.begin(), in.end(), name) == in.end()) fail(file.string(), "has no input " + name);
+  if (std::find(out.begin(), out.end(), output) == out.end()) fail(file.string(), "has no output " + output);
+}
+
+}  // namespace
+
+void Model::load_image_models(const Ort::SessionOptions& options) {
+  if (!config_.has_vision()) return;
+  if (!io_.has_inputs_embeds || !io_.mrope_positions)
+    fail((dir_ / config_.model_filename).string(),
+         "genai_config.json has vision sections, but the decoder does not take inputs_embeds and 3-D position_ids");
+  const fs::path embedding_file = dir_ / config_.embedding_filename;
+  const fs::path vision_file = dir_ / config_.vision_filename;
+  embedding_ = open_session(embedding_file, options);
+  vision_ = open_session(vision_file, options);
+  expect_io(*embedding_, embedding_file, {kEmbeddingInputs[0], kEmbeddingInputs[1]}, kEmbeddingOutput);
+  expect_io(*vision_, vision_file, {kVisionInputs[0], kVisionInputs[1]}, kVisionOutput);
+  // The features' width is the text model's hidden size.
+  auto shape = embedding_->GetInputTypeInfo(1).GetTensorTypeAndShapeInfo().GetShape();
+  if (shape.size() != 2 || shape[1] <= 0) fail(embedding_file.string(), "image_features must be [rows, hidden]");
+  hidden_size_ = shape[1];
+}
+
+Ort::Value Model::embed(const int64_t* ids, int64_t batch, int64_t seq, const float* features, int64_t rows) {
+  if (!embedding_) fail(dir_.string(), "the model has no embedding.onnx (not built with --vision)");
+  auto cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  const std::array<int64_t, 2> ids_shape = {batch, seq}, feature_shape = {rows, hidden_size_};
+  static float no_features = 0;  // a [0, hidden] tensor still needs a pointer
+  Ort::Value inputs[] = {
+      Ort::Value::CreateTensor<int64_t>(cpu, const_cast<int64_t*>(ids), size_t(batch * seq), ids_shape.data(), 2),
+      Ort::Value::CreateTensor<float>(cpu, rows ? const_cast<float*>(features) : &no_features,
+                                      size_t(rows * hidden_size_), feature_shape.data(), 2)};
+  try {
+    auto out = embedding_->Run(Ort::RunOptions{nullptr}, kEmbeddingInputs, inputs, 2, &kEmbeddingOutput, 1);
+    return std::move(out[0]);
+  } catch (const Ort::Exception& e) {
+    fail("embedding model run", ort_error_line(e));
+  }
+}
+
+std::vector<float> Model::encode_image(const float* pixels, int64_t patches, int64_t patch_dim,
+                                       const std::array<int64_t, 3>& grid) {
+  if (!vision_) fail(dir_.string(), "the model has no vision.onnx (not built with --vision)");
+  auto cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  std::array<int64_t, 3> grid_copy = grid;
+  const std::array<int64_t, 2> pixel_shape = {patches, patch_dim}, grid_shape = {1, 3};
+  Ort::Value inputs[] = {
+      Ort::Value::CreateTensor<float>(cpu, const_cast<float*>(pixels), size_t(patches * patch_dim),
+                                      pixel_shape.data(), 2),
+      Ort::Value::CreateTensor<int64_t>(cpu, grid_copy.data(), 3, grid_shape.data(), 2)};
+  try {
+    auto out = vision_->Run(Ort::RunOptions{nullptr}, kVisionInputs, inputs, 2, &kVisionOutput, 1);
+    const float* f = out[0].GetTensorData<float>();
+    return std::vector<float>(f, f + out[0].GetTensorTypeAndShapeInfo().GetElementCount());
+  } catch (const Ort::Exception& e) {
+    fail("vision model run", ort_error_line(e));
+  }
+}
+
+}  // namespace deltagen

@@ -1,0 +1,53 @@
+#include "runtime/image_prompt.h"
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+
+#include "vision/image_decode.h"
+#include "vision/image_preprocess.h"
+
+namespace deltagen {
+namespace fs = std::filesystem;
+
+ImageInput ImageInput::from_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file.string(), "cannot open the image");
+  ImageInput image;
+  image.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  image.origin = file.string();
+  return image;
+}
+
+ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, std::span<const ImageInput> images,
+                                 int64_t start) {
+  if (!model.has_vision())
+    fail(model.dir().string(), "this model takes no images: build it with --vision from a checkpoint with a vision tower");
+  const GenaiConfig& cfg = model.config();
+  // The released Qwen3.5 settings unless the checkpoint's file (copied by the build) says otherwise.
+  const fs::path preprocessor = model.dir() / "preprocessor_config.json";
+  const PreprocessorConfig pre = fs::exists(preprocessor) ? load_preprocessor_config(preprocessor) : PreprocessorConfig{};
+
+  const auto begin = std::chrono::steady_clock::now();
+  ImagePrompt out;
+  std::vector<int64_t> tokens_per_image;
+  std::vector<ImageGrid> grids;
+  for (const ImageInput& input : images) {
+    const PixelValues pv = preprocess_image(decode_image_bytes(input.bytes, input.origin), pre);
+    if (pv.merge_size != cfg.spatial_merge_size)
+      fail(preprocessor.string(), "merge_size " + std::to_string(pv.merge_size) + " differs from the model's " +
+                                      std::to_string(cfg.spatial_merge_size));
+    std::vector<float> features = model.encode_image(pv.data.data(), pv.rows, pv.cols, pv.grid_thw);
+    out.images.features.insert(out.images.features.end(), features.begin(), features.end());
+    out.images.rows += pv.num_image_tokens();
+    tokens_per_image.push_back(pv.num_image_tokens());
+    grids.push_back({pv.grid_thw[0], pv.grid_thw[1], pv.grid_thw[2]});
+    out.pixel_hashes.push_back(pv.pixel_hash);
+  }
+  out.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  out.ids = expand_image_pads(ids, cfg.image_token_id, tokens_per_image, "prompt");
+  out.images.positions = mrope_positions(out.ids, cfg.image_token_id, grids, cfg.spatial_merge_size, start);
+  return out;
+}
+
+}  // namespace deltagen

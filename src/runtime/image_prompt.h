@@ -1,0 +1,28 @@
+// A prompt with images for a --vision model, made ready for the Generator:
+// each image decoded, preprocessed as the Hugging Face processor does
+// (vision/image_preprocess.h, with the model folder's preprocessor_config.json),
+// encoded by vision.onnx; its one <|image_pad|> in the ids expanded to the
+// image's token count; the 3-D positions of every token computed.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "deltagen/deltagen.h"
+#include "runtime/generator.h"
+
+namespace deltagen {
+
+struct ImagePrompt {
+  std::vector<int64_t> ids;  // expanded
+  RowImages images;          // features + positions, for Generator::attach_images
+  double encode_seconds = 0;  // preprocessing + the vision model, all images
+  std::vector<std::string> pixel_hashes;  // one per image (vision/image_preprocess.h)
+};
+
+// `ids`: the prompt with one image-pad id per image; `start`: the first
+// token's rotary position (Generator::next_position). Throws Error naming the
+// image's origin on a bad image, or when pads and images differ in number.
+ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, std::span<const ImageInput> images,
+                                 int64_t start);
+
+}  // namespace deltagen
