@@ -219,3 +219,56 @@ TEST(VisionBuild, RefusesACheckpointWithoutAVisionTower) {
 
 }  // namespace
 }  // namespace deltagen::test
+
+namespace deltagen::test {
+namespace {
+
+// --vision-precision int8 / int4: the tower's Linears as MatMulNBits. Their
+// features stay near the fp32 golden; bounds are the measured relative RMS
+// (int8 1.6 %, int4 15.7 %) with headroom; tiny-vl has K = 32..256, 1..8 blocks of 32.
+TEST(VisionGraphQuantized, FeaturesStayNearTheGolden) {
+  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
+  const std::vector<float> golden = golden_f32("image_features.npy");
+  double ref_sq = 0;
+  for (float g : golden) ref_sq += double(g) * g;
+  for (auto [precision, bound] : {std::pair{Precision::Int8, 0.03}, std::pair{Precision::Int4, 0.25}}) {
+    TempDir d;
+    BuildOptions o;
+    o.precision = Precision::Fp32;
+    o.vision = true;
+    o.vision_precision = precision;
+    o.show_progress = false;
+    build_model(*ckpt, o, d / "m");
+    std::vector<float> pixels = golden_f32("pixel_values.npy");
+    std::vector<int64_t> grid = golden_i64("image_grid_thw.npy");
+    std::vector<std::pair<std::string, Ort::Value>> in;
+    in.emplace_back("pixel_values", tensor(pixels, {24, 1536}));
+    in.emplace_back("image_grid_thw", tensor(grid, {1, 3}));
+    const std::vector<float> features = run_one(d / "m" / "vision.onnx", std::move(in));
+    ASSERT_EQ(features.size(), golden.size());
+    double err_sq = 0;
+    for (size_t i = 0; i < golden.size(); ++i) err_sq += double(features[i] - golden[i]) * (features[i] - golden[i]);
+    const double rel = std::sqrt(err_sq / ref_sq);
+    std::printf("vision %s: relative RMS %.4f\n", precision_name(precision), rel);
+    EXPECT_LT(rel, bound) << precision_name(precision);
+    EXPECT_GT(rel, 0.0) << "quantized weights change the features";
+  }
+}
+
+TEST(VisionBuild, RefusesAVisionPrecisionWithoutVisionOrOfAFloatKind) {
+  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
+  TempDir dir;
+  BuildOptions o;
+  o.precision = Precision::Fp32;
+  o.show_progress = false;
+  o.vision_precision = Precision::Int8;
+  EXPECT_THROW(build_model(*ckpt, o, dir / "a"), Error);
+  o.vision = true;
+  o.vision_precision = Precision::Fp16;
+  EXPECT_THROW(build_model(*ckpt, o, dir / "b"), Error);
+  EXPECT_FALSE(fs::exists(dir / "a"));
+  EXPECT_FALSE(fs::exists(dir / "b"));
+}
+
+}  // namespace
+}  // namespace deltagen::test

@@ -59,6 +59,11 @@ struct GenerationResult {
   double prefill_seconds = 0;
   int64_t decode_steps = 0;  // runs after the prefill (the last generated id is never run)
   double decode_seconds = 0;
+  // Images of the request (a --vision model): how many, the prompt tokens they
+  // took, and the time to decode, preprocess and encode them (vision.onnx).
+  int64_t images = 0;
+  int64_t image_tokens = 0;
+  double image_encode_seconds = 0;
   // With collect_logits: [logits_rows, vocab] fp32, the prefill rows, then one
   // row per decode step. Row prefilled_tokens-1+j produced generated_ids[j].
   std::vector<float> logits;

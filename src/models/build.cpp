@@ -194,6 +194,10 @@ void validate_build_options(const BuildOptions& opts) {
                                  std::to_string(kMaxContextLength));
   if (opts.external_data_threshold < 0) fail("build", "external_data_threshold must not be negative");
   if (opts.threads < 0) fail("--threads", "must not be negative, got " + std::to_string(opts.threads));
+  if (opts.vision_precision != Precision::Fp32 && !is_quantized(opts.vision_precision))
+    fail("--vision-precision", std::string("'") + precision_name(opts.vision_precision) +
+                                   "' is not offered (fp32, int8 or int4)");
+  if (opts.vision_precision != Precision::Fp32 && !opts.vision) fail("--vision-precision", "needs --vision");
   if (opts.vision && opts.exclude_embeds)
     fail("--vision", "already takes inputs_embeds (from embedding.onnx); leave out --exclude-embeds");
   validate_quantization_options(opts);
@@ -233,7 +237,7 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
   report.external_data = written.external;
   if (opts.vision) {
     graph::GraphBuilder vision("vision_graph"), embedding("embedding_graph");
-    build_qwen35_vision_graph(ckpt, vision);
+    build_qwen35_vision_graph(ckpt, opts, vision);
     build_qwen35_embedding_graph(ckpt, opts, embedding, recipe);
     const std::pair<graph::GraphBuilder*, const char*> models[] = {{&vision, kVisionFile}, {&embedding, kEmbeddingFile}};
     for (auto [b, file] : models) {

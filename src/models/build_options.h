@@ -89,6 +89,11 @@ struct BuildOptions {
   // for the interleaved M-RoPE (onnxruntime-genai's VL layout,
   // models/qwen35_vision.h). Off: the text model alone, as before.
   bool vision = false;
+  // --vision-precision fp32|int8|int4: the tower's Linear weights (patch
+  // embedding, blocks, merger) as fp32 MatMuls or block-quantized
+  // MatMulNBits (symmetric, --block-size, accuracy level 4; int4 runs on
+  // deltagen's kernels). Everything else in vision.onnx stays fp32.
+  Precision vision_precision = Precision::Fp32;
 
   // ---- the two upstream optimizations (defaults) and their old forms --------------
   // --norm-upcast: Cast every RMSNorm input to fp32 and its outputs back, with

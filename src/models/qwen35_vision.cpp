@@ -15,6 +15,7 @@
 #include "models/qwen35_vision.h"
 
 #include <cmath>
+#include <optional>
 
 #include "deltagen/error.h"
 #include "models/weights.h"
@@ -29,8 +30,16 @@ using graph::kMsDomain;
 
 class VisionGraph {
  public:
-  VisionGraph(const Checkpoint& ckpt, graph::GraphBuilder& b)
-      : ckpt_(ckpt), v_(*ckpt.config().vision), b_(b) {}
+  VisionGraph(const Checkpoint& ckpt, const BuildOptions& opts, graph::GraphBuilder& b)
+      : ckpt_(ckpt), v_(*ckpt.config().vision), opts_(opts), b_(b) {
+    if (is_quantized(opts.vision_precision)) {
+      quant::BlockFormat f;
+      f.bits = opts.vision_precision == Precision::Int4 ? 4 : 8;
+      f.block_size = opts.block_size;
+      f.symmetric = true;
+      format_ = f;
+    }
+  }
 
   void build() {
     const int64_t D = v_.hidden_size;
@@ -50,10 +59,8 @@ class VisionGraph {
     std::string grouped = b_.op("Reshape", m + "/Reshape", {normed, b_.constant_i64({-1, D * v_.merge_unit()})});
     std::string h = linear(m + "/linear_fc1", grouped, "visual.merger.linear_fc1");
     h = b_.op("Gelu", m + "/act_fn/Gelu", {h});  // exact erf GELU (nn.GELU())
-    b_.node("MatMul", m + "/linear_fc2/MatMul", {h, weight_t("visual.merger.linear_fc2.weight")}, {}, "", 1,
-            {m + "/linear_fc2/MatMul/output_0"});
-    b_.node("Add", m + "/linear_fc2/Add", {m + "/linear_fc2/MatMul/output_0", bias("visual.merger.linear_fc2.bias")},
-            {}, "", 1, {vision_io::kImageFeatures});
+    std::string out = linear(m + "/linear_fc2", h, "visual.merger.linear_fc2");
+    b_.node("Identity", m + "/Identity", {out}, {}, "", 1, {vision_io::kImageFeatures});
     b_.output(vision_io::kImageFeatures, kFloat, {std::string("num_image_tokens"), v_.out_hidden_size});
   }
 
@@ -189,11 +196,24 @@ class VisionGraph {
                  {attr("axis", int64_t(-1)), attr("epsilon", float(v_.layer_norm_eps))});
   }
 
-  // x @ W^T + b for the checkpoint Linear `tensor` (.weight [out, in], .bias [out]).
+  // x @ W^T + b for the checkpoint Linear `tensor` (.weight [out, in], .bias
+  // [out]): a MatMul on fp32 weights, or MatMulNBits on block-quantized ones.
+  // `weight`: an fp32 [in, out] initializer instead of tensor.weight (the Conv3d's).
   std::string linear(const std::string& path, const std::string& x, const std::string& tensor,
                      const std::string& weight = "") {
-    std::string w = weight.empty() ? weight_t(tensor + ".weight") : weight;
-    std::string y = b_.op("MatMul", path + "/MatMul", {x, w});
+    std::string y;
+    if (format_ && weight.empty()) {
+      QuantizedWeight w = quantized_weight(ckpt_, {tensor + ".weight"}, tensor + ".weight", *format_, kFloat,
+                                           opts_.threads);
+      b_.initializer(w.packed);
+      b_.initializer(w.scales);
+      y = b_.op("MatMulNBits", path + (format_->bits == 4 ? "/MatMul_Q4" : "/MatMul_Q8"), {x, w.packed.name, w.scales.name},
+                {attr("K", w.k), attr("N", w.n), attr("bits", int64_t(format_->bits)),
+                 attr("block_size", format_->block_size), attr("accuracy_level", int64_t(4))},
+                kMsDomain);
+    } else {
+      y = b_.op("MatMul", path + "/MatMul", {x, weight.empty() ? weight_t(tensor + ".weight") : weight});
+    }
     return b_.op("Add", path + "/Add", {y, bias(tensor + ".bias")});
   }
 
@@ -225,16 +245,18 @@ class VisionGraph {
 
   const Checkpoint& ckpt_;
   const VisionConfig& v_;
+  const BuildOptions& opts_;
   graph::GraphBuilder& b_;
+  std::optional<quant::BlockFormat> format_;  // quantized Linear weights (--vision-precision int8/int4)
   std::string grid_h_, grid_w_, index_, row_, col_, row_f_, col_f_;
   std::string cos_, sin_, rope_positions_;
 };
 
 }  // namespace
 
-void build_qwen35_vision_graph(const Checkpoint& ckpt, graph::GraphBuilder& b) {
+void build_qwen35_vision_graph(const Checkpoint& ckpt, const BuildOptions& opts, graph::GraphBuilder& b) {
   if (!ckpt.has_vision()) fail(ckpt.dir().string(), "the checkpoint has no vision tower (vision_config + visual.*)");
-  VisionGraph(ckpt, b).build();
+  VisionGraph(ckpt, opts, b).build();
 }
 
 }  // namespace deltagen

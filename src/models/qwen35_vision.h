@@ -27,9 +27,9 @@ inline const std::string kImageGridThw = "image_grid_thw";
 inline const std::string kImageFeatures = "image_features";
 }  // namespace vision_io
 
-// vision.onnx, fp32 throughout (the tower is small next to the decoder and
-// the goldens hold it to 1e-4). Needs ckpt.has_vision().
-void build_qwen35_vision_graph(const Checkpoint& ckpt, graph::GraphBuilder& b);
+// vision.onnx: fp32 activations throughout (the goldens hold the tower to
+// 1e-4), Linear weights as opts.vision_precision says. Needs ckpt.has_vision().
+void build_qwen35_vision_graph(const Checkpoint& ckpt, const BuildOptions& opts, graph::GraphBuilder& b);
 
 // embedding.onnx: the embedding table in the form the decoder build would
 // use (a float table in the activation dtype, or a block-quantized one read

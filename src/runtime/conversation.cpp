@@ -99,10 +99,15 @@ GenerationResult Conversation::generate(std::span<const int64_t> prompt, std::sp
   feed.insert(feed.end(), prompt.begin(), prompt.end());
   ImagePrompt ready =
       prepare_image_prompt(*detail::Access::engine(*c.engine).model, feed, images, c.generator.next_position(0));
+  const int64_t image_tokens = ready.images.rows;
   c.generator.attach_images(0, std::move(ready.images));
   const std::vector<int64_t> expanded(ready.ids.begin() + ptrdiff_t(c.pending.size()), ready.ids.end());
   try {
-    return generate(std::span<const int64_t>(expanded), options, on_text);
+    GenerationResult result = generate(std::span<const int64_t>(expanded), options, on_text);
+    result.images = int64_t(images.size());
+    result.image_tokens = image_tokens;
+    result.image_encode_seconds = ready.encode_seconds;
+    return result;
   } catch (...) {
     c.generator.detach_images(0);
     throw;

@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "deltagen/error.h"
+#include "ortext/fast_session.h"
+#include "ortext/released_weights.h"
 #include "runtime/session.h"
 
 namespace deltagen {
@@ -17,10 +19,16 @@ const char* const kEmbeddingOutput = "inputs_embeds";
 const char* const kVisionInputs[] = {"pixel_values", "image_grid_thw"};
 const char* const kVisionOutput = "image_features";
 
-std::unique_ptr<Ort::Session> open_session(const fs::path& file, const Ort::SessionOptions& options) {
+std::unique_ptr<Ort::Session> open_session(const fs::path& file, const Ort::SessionOptions& options,
+                                           bool fast_kernels) {
   if (!fs::is_regular_file(file)) fail(file.string(), "model file not found (genai_config.json names it)");
   try {
-    return std::make_unique<Ort::Session>(ort_env(), file.c_str(), options);
+    if (!fast_kernels) return std::make_unique<Ort::Session>(ort_env(), file.c_str(), options);
+    rewrite::RewriteSummary rewritten;
+    auto session = std::make_unique<Ort::Session>(
+        ortext::create_session_with_fast_kernels(ort_env(), file, options, &rewritten, {.fusions = false}));
+    if (rewritten.released > 0) ortext::release_clean_file_pages(file.string() + ".data");
+    return session;
   } catch (const Ort::Exception& e) {
     fail(file.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));
   }
@@ -37,15 +45,15 @@ void expect_io(const Ort::Session& s, const fs::path& file, const std::vector<st
 
 }  // namespace
 
-void Model::load_image_models(const Ort::SessionOptions& options) {
+void Model::load_image_models(const Ort::SessionOptions& options, bool fast_kernels) {
   if (!config_.has_vision()) return;
   if (!io_.has_inputs_embeds || !io_.mrope_positions)
     fail((dir_ / config_.model_filename).string(),
          "genai_config.json has vision sections, but the decoder does not take inputs_embeds and 3-D position_ids");
   const fs::path embedding_file = dir_ / config_.embedding_filename;
   const fs::path vision_file = dir_ / config_.vision_filename;
-  embedding_ = open_session(embedding_file, options);
-  vision_ = open_session(vision_file, options);
+  embedding_ = open_session(embedding_file, options, false);
+  vision_ = open_session(vision_file, options, fast_kernels);
   expect_io(*embedding_, embedding_file, {kEmbeddingInputs[0], kEmbeddingInputs[1]}, kEmbeddingOutput);
   expect_io(*vision_, vision_file, {kVisionInputs[0], kVisionInputs[1]}, kVisionOutput);
   // The features' width is the text model's hidden size.

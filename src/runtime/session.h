@@ -134,7 +134,8 @@ class Model {
 
  private:
   Model(std::filesystem::path dir, GenaiConfig config, Ort::Session session);
-  void load_image_models(const Ort::SessionOptions& options);  // image_models.cpp
+  // image_models.cpp; fast_kernels: vision.onnx's int4 MatMulNBits on deltagen's kernels
+  void load_image_models(const Ort::SessionOptions& options, bool fast_kernels);
 
   std::filesystem::path dir_;
   GenaiConfig config_;

@@ -49,7 +49,20 @@ void fill_tensor(const TensorSpec& spec, const ModelConfig& cfg, uint64_t seed, 
   size_t count = 1;
   for (auto d : spec.shape) count *= size_t(d);
   out.resize(count);
-  if (ends_with(n, "linear_attn.A_log")) {         // A ~ U(1, 16): decays from slow to fast
+  if (n.rfind("visual.", 0) == 0) {  // the vision tower: LayerNorms with bias, biased Linears
+    const bool norm = n.find("norm") != std::string::npos;
+    if (norm && ends_with(n, ".weight")) {
+      for (auto& x : out) x = float(1.0 + 0.1 * rng.normal());
+    } else if (ends_with(n, ".bias")) {
+      for (auto& x : out) x = float(0.02 * rng.normal());
+    } else if (n == "visual.pos_embed.weight") {
+      for (auto& x : out) x = float(0.02 * rng.normal());
+    } else {  // Linear / Conv3d weights: fan_in is everything but the first dimension
+      double fan_in = double(count) / double(spec.shape[0]);
+      double std = 1.0 / std::sqrt(fan_in);
+      for (auto& x : out) x = float(std * rng.normal());
+    }
+  } else if (ends_with(n, "linear_attn.A_log")) {         // A ~ U(1, 16): decays from slow to fast
     for (auto& x : out) x = float(std::log(1.0 + 15.0 * rng.uniform()));
   } else if (ends_with(n, "linear_attn.dt_bias")) {  // inverse softplus of dt ~ logU(1e-3, 1e-1)
     for (auto& x : out) {
@@ -74,6 +87,7 @@ void fill_tensor(const TensorSpec& spec, const ModelConfig& cfg, uint64_t seed, 
 
 std::string stored_name(const std::string& canonical, bool vl_layout) {
   if (canonical == "lm_head.weight") return canonical;
+  if (canonical.rfind("visual.", 0) == 0) return "model." + canonical;
   return (vl_layout ? "model.language_model." : "model.") + canonical;
 }
 
@@ -195,6 +209,29 @@ void fit_config_to_tokenizer(ModelConfig& cfg, const fs::path& tokenizer_dir) {
   if (cfg.eos_token_ids.empty()) fail(tokenizer_dir.string(), "the tokenizer names no eos_token and has no <|endoftext|>");
 }
 
+void add_vision_tower(ModelConfig& c, const std::string& preset) {
+  VisionConfig v;
+  if (preset == "tiny") {  // shared/golden/vision/tiny-vl's tower
+    v.depth = 2, v.hidden_size = 32, v.num_heads = 2, v.intermediate_size = 64, v.num_position_embeddings = 64;
+    c.image_token_id = 12, c.video_token_id = 13, c.vision_start_token_id = 10, c.vision_end_token_id = 11;
+  } else {
+    // Qwen3.5-0.8B's vision_config (shared/golden/vision/README.md); the 4B
+    // record gives depth 24, hidden 1024, 16 heads, 4096; larger sizes use that one too.
+    const bool small = preset == "0.8b";
+    v.depth = small ? 12 : 24;
+    v.hidden_size = small ? 768 : 1024;
+    v.num_heads = small ? 12 : 16;
+    v.intermediate_size = small ? 3072 : 4096;
+    v.num_position_embeddings = 2304;
+    c.image_token_id = 248056, c.video_token_id = 248057, c.vision_start_token_id = 248053,
+    c.vision_end_token_id = 248054;
+  }
+  v.out_hidden_size = c.hidden_size;
+  c.vision = v;
+  const int64_t pairs = c.rotary_dim() / 2;  // split over T/H/W as the real configs do (32 -> 11, 11, 10)
+  c.mrope_section = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3};
+}
+
 void set_num_layers(ModelConfig& c, int64_t layers) {
   if (layers <= 0 || layers > 1024) fail("--layers", "must be between 1 and 1024");
   c.num_hidden_layers = layers;
@@ -203,7 +240,8 @@ void set_num_layers(ModelConfig& c, int64_t layers) {
 }
 
 void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts, const fs::path& out_dir) {
-  const std::vector<TensorSpec> specs = qwen35_tensor_specs(cfg, opts.expert_layout);
+  std::vector<TensorSpec> specs = qwen35_tensor_specs(cfg, opts.expert_layout);
+  for (auto& spec : qwen35_vision_tensor_specs(cfg)) specs.push_back(std::move(spec));
   const size_t esize = dtype_size(opts.dtype);
 
   // Group tensors into shards of at most opts.shard_bytes (a tensor never splits).
@@ -232,6 +270,17 @@ void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts
   AtomicDir dir(out_dir);
   write_file_atomic(dir.path() / "config.json", config_to_json(cfg, opts.vl_layout).dump(2) + "\n");
   copy_files_into(tokenizer_files, dir.path());
+  if (cfg.vision) {  // the released Qwen3.5 processor settings
+    const VisionConfig& v = *cfg.vision;
+    const nlohmann::json pre = {{"image_mean", {0.5, 0.5, 0.5}},      {"image_std", {0.5, 0.5, 0.5}},
+                                {"merge_size", v.spatial_merge_size}, {"patch_size", v.patch_size},
+                                {"temporal_patch_size", v.temporal_patch_size},
+                                {"size", {{"longest_edge", 16777216}, {"shortest_edge", 65536}}},
+                                {"do_rescale", true},                 {"rescale_factor", 1.0 / 255.0},
+                                {"do_normalize", true},               {"do_resize", true},
+                                {"resample", 3},                      {"do_convert_rgb", true}};
+    write_file_atomic(dir.path() / "preprocessor_config.json", pre.dump(2) + "\n");
+  }
 
   nlohmann::json weight_map = nlohmann::json::object();
   std::vector<float> values;

@@ -18,6 +18,12 @@ namespace deltagen {
 // 122b-a10b, 397b-a17b. Throws Error for others.
 ModelConfig synth_preset(const std::string& name);
 
+// Adds the vision tower of `preset`'s size (vision_config, the image token
+// ids, mrope_section): the tiny golden tower for "tiny", Qwen3.5-0.8B's for
+// "0.8b", the 4B's for the others. The checkpoint then also gets
+// model.visual.* tensors and a preprocessor_config.json.
+void add_vision_tower(ModelConfig& cfg, const std::string& preset);
+
 // Changes the depth, keeping the 3 linear : 1 full layer pattern.
 void set_num_layers(ModelConfig& cfg, int64_t layers);
 

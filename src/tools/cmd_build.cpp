@@ -10,6 +10,7 @@
 //               --layer-outputs (hidden_states.0..N: the residual stream between layers)
 //   images      --vision (VL checkpoints: vision.onnx + embedding.onnx, and a decoder taking
 //               inputs_embeds and 3-D position_ids: onnxruntime-genai's VL layout)
+//               --vision-precision fp32|int8|int4 (the tower's Linear weights; fp32)
 //   old forms   --norm-upcast   --l2norm lpnorm|lpnorm-eps|decomposed   --q-scale-mul
 //               --no-rotary-in-attention   --no-fuse-projections   --no-linear-attention-gate
 //               --no-gated-rmsnorm
@@ -106,6 +107,7 @@ BuildOptions build_options_from_args(Args& args) {
   o.prune_lm_head = args.flag("prune-lm-head");
   o.layer_outputs = args.flag("layer-outputs");
   o.vision = args.flag("vision");
+  if (auto v = args.get("vision-precision")) o.vision_precision = parse_precision(*v, "vision-precision");
 
   o.norm_upcast = args.flag("norm-upcast");
   if (auto v = args.get("l2norm")) o.l2norm = parse_l2norm(*v);

@@ -11,7 +11,7 @@
 namespace deltagen {
 
 int cmd_synth(int argc, char** argv) {
-  Args args(argc, argv, {"untied-lm-head", "tied-lm-head", "text-layout"});
+  Args args(argc, argv, {"untied-lm-head", "tied-lm-head", "text-layout", "vision"});
   const std::string preset = args.require("preset");
   ModelConfig cfg = synth_preset(preset);
   std::string out = args.require("out");
@@ -26,6 +26,11 @@ int cmd_synth(int argc, char** argv) {
   if (args.flag("untied-lm-head")) cfg.tie_word_embeddings = false;
   if (args.flag("tied-lm-head")) cfg.tie_word_embeddings = true;
   opts.vl_layout = !args.flag("text-layout");
+  if (args.flag("vision")) {  // --vision: a vision tower of the preset's size (VL layout only)
+    if (!opts.vl_layout) fail("--vision", "needs the VL layout (leave out --text-layout)");
+    if (cfg.is_moe()) fail("--vision", "is for the dense presets");
+    add_vision_tower(cfg, preset);
+  }
   if (!opts.vl_layout) cfg.model_type = cfg.is_moe() ? "qwen3_5_moe_text" : "qwen3_5_text";
   // Mixture-of-experts shapes other than the presets' (round trips, studies).
   for (const char* key : {"experts", "top-k", "expert-layout"})

@@ -62,10 +62,18 @@ nlohmann::json result_json(const GenerationResult& r) {
   j["decode_seconds"] = r.decode_seconds;
   j["prompt_tokens_per_second"] = r.prompt_tokens_per_second();
   j["generation_tokens_per_second"] = r.generation_tokens_per_second();
+  if (r.images > 0) {
+    j["images"] = r.images;
+    j["image_tokens"] = r.image_tokens;
+    j["image_encode_seconds"] = r.image_encode_seconds;
+  }
   return j;
 }
 
 void print_speed(const GenerationResult& r) {
+  if (r.images > 0)
+    std::fprintf(stderr, "images: %lld (%lld tokens) decoded, preprocessed and encoded in %.4f s\n",
+                 (long long)r.images, (long long)r.image_tokens, r.image_encode_seconds);
   std::fprintf(stderr, "prompt: %lld tokens in %.4f s (%.1f tokens/s)\n", (long long)r.prefilled_tokens,
                r.prefill_seconds, r.prompt_tokens_per_second());
   std::fprintf(stderr, "generation: %zu tokens, %lld decode steps in %.4f s (%.1f tokens/s), stop: %s\n",
