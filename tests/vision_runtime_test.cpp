@@ -11,6 +11,7 @@
 #include "models/build.h"
 #include "reference/qwen35_reference.h"
 #include "reference/qwen35_vision_reference.h"
+#include "runtime/image_prompt.h"
 #include "test_util.h"
 #include "util/npy.h"
 
@@ -141,6 +142,24 @@ TEST_P(VisionRuntime, ASecondImageInALaterTurn) {
     worst = std::max(worst, float(std::fabs(r.logits[size_t(i)] -
                                             logits.data[size_t((logits.rows - rows) * 512 + i)])));
   EXPECT_LT(worst, kTol);
+}
+
+// A 2800x2400 image (6.7 MP, under the released max_pixels) is scaled to the
+// CPU cap: at most kMaxImagePixels / (16 * 16 * 4) image tokens.
+TEST_P(VisionRuntime, LargeImagesAreScaledDownToTheCap) {
+  const int64_t w = 2800, h = 2400;
+  std::string ppm = "P6\n" + std::to_string(w) + " " + std::to_string(h) + "\n255\n";
+  ImageInput big;
+  big.bytes.assign(ppm.begin(), ppm.end());
+  for (int64_t i = 0; i < w * h * 3; ++i) big.bytes.push_back(uint8_t(i * 31 % 251));
+  big.origin = "big.ppm";
+  Conversation c(engine());
+  GenerationOptions o;
+  o.max_new_tokens = 1;
+  const GenerationResult r = c.generate(std::span<const int64_t>(kPrompt), std::vector<ImageInput>{big}, o);
+  EXPECT_LE(r.image_tokens, kMaxImagePixels / (16 * 16 * 4));
+  EXPECT_GT(r.image_tokens, kMaxImagePixels / (16 * 16 * 4) / 2);
+  EXPECT_EQ(r.prompt_tokens, int64_t(kPrompt.size()) - 1 + r.image_tokens);
 }
 
 TEST_P(VisionRuntime, BadImagesAndPadCountsAreOneLineErrors) {

@@ -1,5 +1,6 @@
 #include "runtime/image_prompt.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iterator>
@@ -26,7 +27,13 @@ ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, 
   const GenaiConfig& cfg = model.config();
   // The released Qwen3.5 settings unless the checkpoint's file (copied by the build) says otherwise.
   const fs::path preprocessor = model.dir() / "preprocessor_config.json";
-  const PreprocessorConfig pre = fs::exists(preprocessor) ? load_preprocessor_config(preprocessor) : PreprocessorConfig{};
+  PreprocessorConfig pre = fs::exists(preprocessor) ? load_preprocessor_config(preprocessor) : PreprocessorConfig{};
+  // The released max_pixels (16.7 MP, 16k image tokens) suits a GPU's fused
+  // attention; on the CPU the tower's attention holds heads x patches^2
+  // floats at once, so larger images are scaled down to kMaxImagePixels as
+  // smart_resize scales any image above its max_pixels.
+  pre.max_pixels = std::min(pre.max_pixels, kMaxImagePixels);
+  pre.min_pixels = std::min(pre.min_pixels, pre.max_pixels);
 
   const auto begin = std::chrono::steady_clock::now();
   ImagePrompt out;

@@ -12,6 +12,11 @@
 
 namespace deltagen {
 
+// The most pixels an image keeps (after smart_resize): 2 MP = 8192 patches,
+// 2048 image tokens; the tower's attention then holds 12 x 8192^2 floats
+// (3.2 GB) on the 0.8B shape. Larger images are scaled down to it.
+inline constexpr int64_t kMaxImagePixels = int64_t(1) << 21;
+
 struct ImagePrompt {
   std::vector<int64_t> ids;  // expanded
   RowImages images;          // features + positions, for Generator::attach_images
