@@ -66,7 +66,7 @@ set(deltagen_label_rules
   # ---- whole suites ----------------------------------------------------------------
   "^(MoeReference|MoeGraph|MoeRuntime|MoeRuntimeSnapshot)\\." "golden"
   "^VisionCli\\."                                      "cli,golden"
-  "^(VisionGraph|VisionGraphQuantized|VisionBuild|VisionRuntime|VisionRuntimeErrors)\\."                        "golden"        # tests/vision_graph_test.cpp: --vision builds of tiny-vl
+  "^(VisionGraph|VisionGraphQuantized|VisionBuild|VisionRuntime|VisionRuntimeErrors|VisionPrecisions)\\."                        "golden"        # tests/vision_graph_test.cpp: --vision builds of tiny-vl
   "^(VisionReferenceGolden|VisionReferenceErrors)\\."   "golden"        # shared/golden/vision (tiny-vl) and tiny-a
   "^MoeKernelGolden\\."                                  "golden"        # the int4 tiny-moe-a on deltagen's and ORT's kernels
   "^MoeKernelOrt\\."                                     "model"         # one-node QMoE models on ORT

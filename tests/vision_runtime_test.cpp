@@ -232,3 +232,60 @@ TEST(VisionCli, GenerateAndReferenceAgreeOnAnImage) {
 
 }  // namespace
 }  // namespace deltagen::test
+
+namespace deltagen::test {
+namespace {
+
+// Every precision the text model has, with the image: the merge in
+// embedding.onnx and the M-RoPE run in the build's activation dtype. fp16
+// and int8 keep the float64 reference's 6 greedy tokens on tiny-vl, bf16 (3
+// significant digits on a random model's small margins) its first; int4 (1-2
+// blocks per row) runs and stays finite.
+TEST(VisionPrecisions, EveryPrecisionRunsAnImagePrompt) {
+  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
+  ReferenceModel ref(*ckpt);
+  VisionReference vision(*ckpt);
+  const std::vector<double> values = read_npy(vision_golden_file("pixel_values.npy")).as_f64();
+  Matrix64 pixels(24, 1536);
+  std::copy(values.begin(), values.end(), pixels.data.begin());
+  const std::vector<ImageGrid> grids = {{1, 4, 6}};
+  const std::vector<int64_t> expanded = read_npy(vision_golden_file("input_ids.npy")).as_i64();
+  const GreedyResult want = reference_greedy_with_images(ref, expanded, vision.encode(pixels, grids), grids, 6);
+
+  struct Case {
+    Precision precision;
+    std::optional<FloatType> activations;
+    size_t same_tokens;  // leading greedy tokens equal to the reference's
+  };
+  for (const Case& k : {Case{Precision::Fp16, {}, 6}, Case{Precision::Bf16, {}, 1}, Case{Precision::Int8, {}, 6},
+                        Case{Precision::Int4, {}, 0}, Case{Precision::Int4, FloatType::Fp16, 0}}) {
+    TempDir dir;
+    BuildOptions o;
+    o.precision = k.precision;
+    if (k.activations) o.activations = *k.activations;
+    o.vision = true;
+    o.show_progress = false;
+    build_model(*ckpt, o, dir / "m");
+    auto pre = nlohmann::json::parse(read_text(dir / "m" / "preprocessor_config.json"));
+    pre["size"]["shortest_edge"] = 4096;
+    std::ofstream(dir / "m" / "preprocessor_config.json") << pre.dump();
+    Conversation c(Engine::load(dir / "m"));
+    GenerationOptions g;
+    g.max_new_tokens = 6;
+    g.collect_logits = true;
+    const GenerationResult r = c.generate(std::span<const int64_t>(kPrompt),
+                                          std::vector<ImageInput>{ImageInput::from_file(
+                                              vision_golden_dir() / "images" / "img_64x96.png")},
+                                          g);
+    const std::string name = precision_name(k.precision) + std::string(k.activations ? "+fp16" : "");
+    EXPECT_EQ(r.prompt_tokens, 18) << name;
+    for (float x : r.logits) ASSERT_TRUE(std::isfinite(x)) << name;
+    ASSERT_EQ(r.generated_ids.size(), 6u) << name;
+    EXPECT_EQ(std::vector<int64_t>(r.generated_ids.begin(), r.generated_ids.begin() + ptrdiff_t(k.same_tokens)),
+              std::vector<int64_t>(want.generated.begin(), want.generated.begin() + ptrdiff_t(k.same_tokens)))
+        << name;
+  }
+}
+
+}  // namespace
+}  // namespace deltagen::test

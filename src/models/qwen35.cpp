@@ -122,11 +122,13 @@ void Graph::build_embedding() {
   std::string zero = weight(computed_weight("model.embed_tokens.image_features.zero_row", {1, H},
                                             std::vector<float>(size_t(H), 0.0f), graph::kFloat));
   std::string padded = op("Concat", p + "/Concat", {zero, "image_features"}, graph::kFloat, {attr("axis", int64_t(0))});
+  // ORT's CPU Where has no bfloat16 kernel: a bf16 build merges in fp32.
+  const DataType merge_dt = dt == graph::kBFloat16 ? graph::kFloat : dt;
   std::string features = cast(op("Gather", p + "/Gather", {padded, index}, graph::kFloat, {attr("axis", int64_t(0))}),
-                              dt, p + "/Gather/Cast");  // [B*S, H]
-  std::string flat = reshape(p + "/embeds/Reshape", embeds, {-1, H});
+                              merge_dt, p + "/Gather/Cast");  // [B*S, H]
+  std::string flat = cast(reshape(p + "/embeds/Reshape", embeds, {-1, H}), merge_dt, p + "/embeds/Cast");
   std::string mask = op("Unsqueeze", p + "/mask/Unsqueeze", {is_pad, b_.constant_i64({1})}, graph::kBool);
-  std::string merged = op("Where", p + "/Where", {mask, features, flat}, dt);
+  std::string merged = cast(op("Where", p + "/Where", {mask, features, flat}, merge_dt), dt, p + "/Where/Cast");
   std::string out_shape = op("Shape", p + "/out/Shape", {embeds}, graph::kInt64);
   node("Reshape", p + "/out/Reshape", {merged, out_shape}, {}, "", {dt}, {io::kInputsEmbeds});
   b_.output(io::kInputsEmbeds, dt, {kBatch, kSeq, H});
