@@ -217,11 +217,6 @@ TEST(VisionBuild, RefusesACheckpointWithoutAVisionTower) {
   EXPECT_FALSE(fs::exists(dir / "out"));
 }
 
-}  // namespace
-}  // namespace deltagen::test
-
-namespace deltagen::test {
-namespace {
 
 // --vision-precision int8 / int4: the tower's Linears as MatMulNBits. Their
 // features stay near the fp32 golden; bounds are the measured relative RMS

@@ -53,6 +53,23 @@ class VisionRuntime : public ::testing::TestWithParam<KernelSet> {
 };
 TempDir* VisionRuntime::dir_ = nullptr;
 
+// The float64 tower's features of the golden image (its pixel_values file).
+Matrix64 reference_features(const VisionReference& vision) {
+  const std::vector<double> values = read_npy(vision_golden_file("pixel_values.npy")).as_f64();
+  Matrix64 pixels(24, 1536);
+  std::copy(values.begin(), values.end(), pixels.data.begin());
+  return vision.encode(pixels, {{1, 4, 6}});
+}
+
+// The float64 reference's greedy continuation of the golden image prompt.
+GreedyResult reference_greedy_on_the_golden_image(int64_t new_tokens) {
+  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
+  const ReferenceModel ref(*ckpt);
+  const VisionReference vision(*ckpt);
+  const std::vector<int64_t> expanded = read_npy(vision_golden_file("input_ids.npy")).as_i64();
+  return reference_greedy_with_images(ref, expanded, reference_features(vision), {{1, 4, 6}}, new_tokens);
+}
+
 // tiny-vl's fp32 distance from float64 (1.6e-4 for text on the text build;
 // tests/vision_graph_test.cpp).
 constexpr float kTol = 2e-4f;
@@ -81,16 +98,7 @@ TEST_P(VisionRuntime, PromptLogitsMatchTheGolden) {
 // Greedy tokens after the image equal the float64 reference's, whichever way
 // the prompt is split into prefill runs (2 tokens cut the image's run).
 TEST_P(VisionRuntime, GreedyContinuationEqualsTheReferenceForAnyPrefillChunk) {
-  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
-  ReferenceModel ref(*ckpt);
-  VisionReference vision(*ckpt);
-  const auto pv = read_npy(vision_golden_file("pixel_values.npy"));
-  Matrix64 pixels(24, 1536);
-  const std::vector<double> values = pv.as_f64();
-  std::copy(values.begin(), values.end(), pixels.data.begin());
-  const std::vector<ImageGrid> grids = {{1, 4, 6}};
-  const std::vector<int64_t> expanded = read_npy(vision_golden_file("input_ids.npy")).as_i64();
-  const GreedyResult want = reference_greedy_with_images(ref, expanded, vision.encode(pixels, grids), grids, 8);
+  const GreedyResult want = reference_greedy_on_the_golden_image(8);
 
   for (int64_t chunk : {0, 2, 5}) {
     Conversation c(engine());
@@ -122,11 +130,7 @@ TEST_P(VisionRuntime, ASecondImageInALaterTurn) {
 
   auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
   ReferenceModel ref(*ckpt);
-  VisionReference vision(*ckpt);
-  const std::vector<double> values = read_npy(vision_golden_file("pixel_values.npy")).as_f64();
-  Matrix64 pixels(24, 1536);
-  std::copy(values.begin(), values.end(), pixels.data.begin());
-  const Matrix64 one = vision.encode(pixels, {{1, 4, 6}});
+  const Matrix64 one = reference_features(VisionReference(*ckpt));
   Matrix64 both(12, 64);
   std::copy(one.data.begin(), one.data.end(), both.data.begin());
   std::copy(one.data.begin(), one.data.end(), both.data.begin() + 6 * 64);
@@ -230,11 +234,6 @@ TEST(VisionCli, GenerateAndReferenceAgreeOnAnImage) {
   EXPECT_NE(bad.err.find("missing.png"), std::string::npos) << bad.err;
 }
 
-}  // namespace
-}  // namespace deltagen::test
-
-namespace deltagen::test {
-namespace {
 
 // Every precision the text model has, with the image: the merge in
 // embedding.onnx and the M-RoPE run in the build's activation dtype. fp16
@@ -243,14 +242,7 @@ namespace {
 // blocks per row) runs and stays finite.
 TEST(VisionPrecisions, EveryPrecisionRunsAnImagePrompt) {
   auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
-  ReferenceModel ref(*ckpt);
-  VisionReference vision(*ckpt);
-  const std::vector<double> values = read_npy(vision_golden_file("pixel_values.npy")).as_f64();
-  Matrix64 pixels(24, 1536);
-  std::copy(values.begin(), values.end(), pixels.data.begin());
-  const std::vector<ImageGrid> grids = {{1, 4, 6}};
-  const std::vector<int64_t> expanded = read_npy(vision_golden_file("input_ids.npy")).as_i64();
-  const GreedyResult want = reference_greedy_with_images(ref, expanded, vision.encode(pixels, grids), grids, 6);
+  const GreedyResult want = reference_greedy_on_the_golden_image(6);
 
   struct Case {
     Precision precision;
