@@ -115,14 +115,6 @@ class Snapshot {
 
 // One sequence whose state is kept from request to request: each request
 // appends its prompt and runs only the tokens not yet run.
-// An image for a model built with --vision: the bytes of a PNG, JPEG or
-// binary PPM file, and what to call it in errors (the file, the request field).
-struct ImageInput {
-  std::vector<uint8_t> bytes;
-  std::string origin;
-  static ImageInput from_file(const std::filesystem::path& file);  // throws Error
-};
-
 class Conversation {
  public:
   // max_length: tokens the state holds; 0 = engine->max_length().
@@ -160,6 +152,7 @@ class Conversation {
   Engine& engine() const;
 
  private:
+  friend struct detail::Access;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

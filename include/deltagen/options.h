@@ -2,6 +2,7 @@
 // (deltagen/deltagen.h) and the runtime behind it. No ONNX Runtime types.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,14 @@ struct ToolCall {
 
 // One message of a conversation, as chat templates read it (OpenAI's fields,
 // plus reasoning_content for an assistant's thinking).
+// An image for a model built with --vision: the bytes of a PNG, JPEG or
+// binary PPM file, and what to call it in errors (the file, the request field).
+struct ImageInput {
+  std::vector<uint8_t> bytes;
+  std::string origin;
+  static ImageInput from_file(const std::filesystem::path& file);  // throws Error
+};
+
 struct ChatMessage {
   std::string role;               // system, user, assistant, tool
   std::string content;
@@ -134,6 +143,10 @@ struct ChatMessage {
   std::vector<ToolCall> tool_calls;  // assistant
   std::string tool_call_id;       // tool: the call it answers
   std::string name;               // optional
+  // Images of the message (a --vision model), rendered before its text as
+  // image parts. A message read back from JSON (message_from_json) has their
+  // origins only: Chat reads such an image from its origin when it must run it.
+  std::vector<ImageInput> images;
 };
 
 // A chat reply: the generation, and its text split as the template's

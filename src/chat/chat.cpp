@@ -6,6 +6,7 @@
 #include "chat/messages.h"
 #include "chat/output_parser.h"
 #include "runtime/engine_impl.h"
+#include "runtime/image_prompt.h"
 #include "runtime/prefix_cache.h"
 
 namespace deltagen {
@@ -71,7 +72,49 @@ struct Chat::Impl {
   std::vector<int64_t> encode(const std::string& text) const { return text.empty() ? std::vector<int64_t>() : engine->encode(text); }
 
   ChatReply run_turn(const GenerationOptions& options, const StreamCallback& on_text);
+
+  // Images: every message's, in prompt order (an image read back from a
+  // saved chat's messages is read from its origin here), with their pad runs
+  // in the expanded prompt.
+  std::vector<const ImageInput*> images();
+  // Runs `expanded[from, end)` (end = expanded.size()): its images' pads
+  // collapse back to one each for Conversation::generate, which expands them again.
+  GenerationResult run_part(std::span<const int64_t> expanded, const std::vector<SnapshotImage>& keys,
+                            const std::vector<const ImageInput*>& inputs, const GenerationOptions& options,
+                            const StreamCallback& on_text);
 };
+
+std::vector<const ImageInput*> Chat::Impl::images() {
+  std::vector<const ImageInput*> out;
+  for (ChatMessage& m : messages)
+    for (ImageInput& image : m.images) {
+      if (image.bytes.empty() && !image.origin.empty()) image = ImageInput::from_file(image.origin);
+      out.push_back(&image);
+    }
+  return out;
+}
+
+GenerationResult Chat::Impl::run_part(std::span<const int64_t> expanded, const std::vector<SnapshotImage>& keys,
+                                      const std::vector<const ImageInput*>& inputs, const GenerationOptions& options,
+                                      const StreamCallback& on_text) {
+  const int64_t from = conversation.length();
+  std::vector<int64_t> ids;
+  std::vector<ImageInput> part_images;
+  size_t k = 0;
+  for (int64_t i = from; i < int64_t(expanded.size());) {
+    while (k < keys.size() && keys[k].start < i) ++k;
+    if (k < keys.size() && keys[k].start == i) {
+      ids.push_back(expanded[size_t(i)]);
+      part_images.push_back(*inputs[k]);
+      i += keys[k].tokens;
+      continue;
+    }
+    ids.push_back(expanded[size_t(i)]);
+    ++i;
+  }
+  if (part_images.empty()) return conversation.generate(std::span<const int64_t>(ids), options, on_text);
+  return conversation.generate(std::span<const int64_t>(ids), part_images, options, on_text);
+}
 
 Chat::Chat(std::shared_ptr<Engine> engine, ChatOptions options, int64_t max_length) {
   if (!engine) fail("chat", "no engine");
@@ -136,15 +179,44 @@ ChatReply Chat::send(const ChatMessage& message, const GenerationOptions& option
 ChatReply Chat::Impl::run_turn(const GenerationOptions& options, const StreamCallback& on_text) {
   const std::string prompt_text = chat_template.render(inputs(messages.size(), true));
   const std::string base_text = chat_template.render(inputs(messages.size(), false));
-  const std::vector<int64_t> prompt = encode(prompt_text);
+  std::vector<int64_t> prompt = encode(prompt_text);
   // The end of the last message: the next turn renders the same text up to
   // here, so the state there is worth a copy.
   std::vector<int64_t> base;
   if (prompt_text.compare(0, base_text.size(), base_text) == 0) base = encode(base_text);
+
+  // Images: each pad expanded to its image's tokens; the state matches only
+  // where its images are the same (their pixel hashes) too.
+  const std::vector<const ImageInput*> image_inputs = images();
+  std::vector<SnapshotImage> keys;
+  if (!image_inputs.empty()) {
+    const Model& model = *detail::Access::engine(*engine).model;
+    std::vector<int64_t> counts;
+    std::vector<std::string> hashes;
+    for (const ImageInput* image : image_inputs) {
+      ImageShape shape = describe_image(model, *image);
+      counts.push_back(shape.tokens);
+      hashes.push_back(std::move(shape.pixel_hash));
+    }
+    const int64_t pad = model.config().image_token_id;
+    prompt = expand_image_pads(prompt, pad, counts, "chat prompt");
+    for (size_t i = 0, k = 0; i < prompt.size() && k < counts.size(); ++i) {
+      if (prompt[i] != pad) continue;
+      keys.push_back({int64_t(i), counts[k], hashes[k]});
+      i += size_t(counts[k++]) - 1;
+    }
+    const int64_t base_pads = std::count(base.begin(), base.end(), pad);
+    base = base_pads == int64_t(counts.size()) ? expand_image_pads(base, pad, counts, "chat prompt") : std::vector<int64_t>();
+  }
   if (!starts_with(prompt, base) || base.size() >= prompt.size()) base.clear();
 
   ChatReply reply;
-  if (!starts_with(prompt, conversation.tokens())) {
+  const std::vector<int64_t>& held = conversation.tokens();
+  const size_t run = std::min(held.size(), size_t(conversation.length()));
+  const auto& held_images = detail::Access::images(conversation);
+  const bool same_images = prefix_key(std::span(held).first(run), held_images) ==
+                           prefix_key(std::span(prompt).first(std::min(run, prompt.size())), keys);
+  if (!starts_with(prompt, held) || !same_images) {
     // The template renders the history differently from what was generated:
     // go back to the deepest state this prompt still starts with.
     int64_t old_end = 0;  // where the history before this message ends, as now rendered
@@ -153,7 +225,8 @@ ChatReply Chat::Impl::run_turn(const GenerationOptions& options, const StreamCal
     } catch (const Error&) {
       // A template may refuse a history without a user message: nothing to count then.
     }
-    std::shared_ptr<const StateSnapshot> kept = cache.find(std::span(prompt).first(prompt.size() - 1));
+    const std::vector<int64_t> key = prefix_key(prompt, keys);
+    std::shared_ptr<const StateSnapshot> kept = cache.find(std::span(key).first(key.size() - 1));
     if (kept) conversation.restore(detail::Access::snapshot(*kept, "chat"));
     else conversation.reset();
     reply.reprefilled_tokens = std::max<int64_t>(0, old_end - conversation.length());
@@ -163,12 +236,10 @@ ChatReply Chat::Impl::run_turn(const GenerationOptions& options, const StreamCal
   if (int64_t(base.size()) > conversation.length()) {
     GenerationOptions prefill_only = o;
     prefill_only.max_new_tokens = 0;
-    const std::span<const int64_t> part = std::span(base).subspan(size_t(conversation.length()));
-    add_prefill(reply, conversation.generate(part, prefill_only));
+    add_prefill(reply, run_part(base, keys, image_inputs, prefill_only, {}));
     cache.insert(std::make_shared<const StateSnapshot>(detail::Access::state(conversation.snapshot())));
   }
-  const std::span<const int64_t> rest = std::span(prompt).subspan(size_t(conversation.length()));
-  GenerationResult generated = conversation.generate(rest, o, on_text);
+  GenerationResult generated = run_part(prompt, keys, image_inputs, o, on_text);
   add_prefill(generated, reply);  // the first part's numbers, if any
   static_cast<GenerationResult&>(reply) = std::move(generated);
 

@@ -13,22 +13,54 @@ constexpr size_t kMaxMessages = 100000;
 
 std::string at(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
-// A string, null, or text parts joined.
-ordered_json normalized_content(const ordered_json& content, const std::string& path) {
+// An image part's source (MessageImage::source) and the field it came from.
+MessageImage image_source(const ordered_json& part, const std::string& where) {
+  const std::string type = part["type"].get<std::string>();
+  if (type == "image_url") {
+    if (!part.contains("image_url")) fail(where + ".image_url", "is missing");
+    const ordered_json& u = part["image_url"];
+    if (u.is_string()) return {u.get<std::string>(), where + ".image_url"};
+    if (!u.is_object() || !u.contains("url") || !u["url"].is_string())
+      fail(where + ".image_url.url", "must be a string");
+    return {u["url"].get<std::string>(), where + ".image_url.url"};
+  }
+  for (const char* key : {"image", "url", "path"}) {
+    if (!part.contains(key) || part[key].is_null()) continue;
+    if (!part[key].is_string()) fail(where + "." + key, "must be a string");
+    return {part[key].get<std::string>(), where + "." + key};
+  }
+  return {"", where};
+}
+
+// A string, null, or text parts joined; with image parts (when `images` takes
+// them) the parts in order, images as {"type": "image"}.
+ordered_json normalized_content(const ordered_json& content, const std::string& path, const std::string& role,
+                                std::vector<MessageImage>* images) {
   if (content.is_string() || content.is_null()) return content;
   if (!content.is_array()) fail(path, "must be a string, null or a list of content parts");
   std::string text;
+  ordered_json parts = ordered_json::array();
+  std::vector<MessageImage> found;
   for (size_t i = 0; i < content.size(); ++i) {
     const ordered_json& part = content[i];
     const std::string where = at(path, i);
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
       fail(where, "must be an object with a string 'type'");
     const std::string type = part["type"].get<std::string>();
+    if (images && (type == "image_url" || type == "image")) {
+      if (role == "system") fail(where, "system messages cannot hold images");
+      found.push_back(image_source(part, where));
+      parts.push_back({{"type", "image"}});
+      continue;
+    }
     if (type != "text") fail(where + ".type", "'" + type + "' is not supported (only text parts)");
     if (!part.contains("text") || !part["text"].is_string()) fail(where + ".text", "must be a string");
     text += part["text"].get<std::string>();
+    parts.push_back({{"type", "text"}, {"text", part["text"]}});
   }
-  return text;
+  if (found.empty()) return text;
+  images->insert(images->end(), found.begin(), found.end());
+  return parts;
 }
 
 ordered_json normalized_tool_call(const ordered_json& call, const std::string& path) {
@@ -61,7 +93,7 @@ ordered_json normalized_tool_call(const ordered_json& call, const std::string& p
   return out;
 }
 
-ordered_json normalized_message(const ordered_json& m, const std::string& path) {
+ordered_json normalized_message(const ordered_json& m, const std::string& path, std::vector<MessageImage>* images) {
   if (!m.is_object()) fail(path, "must be an object");
   if (!m.contains("role") || !m["role"].is_string()) fail(path + ".role", "must be a string");
   std::string role = m["role"].get<std::string>();
@@ -72,7 +104,7 @@ ordered_json normalized_message(const ordered_json& m, const std::string& path) 
   out["role"] = role;
   const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
   if (!m.contains("content") && !(role == "assistant" && has_calls)) fail(path + ".content", "is missing");
-  out["content"] = normalized_content(m.value("content", ordered_json()), path + ".content");
+  out["content"] = normalized_content(m.value("content", ordered_json()), path + ".content", role, images);
   if (m.contains("name")) {
     if (!m["name"].is_string()) fail(path + ".name", "must be a string");
     out["name"] = m["name"];
@@ -101,12 +133,12 @@ ordered_json normalized_message(const ordered_json& m, const std::string& path) 
 
 }  // namespace
 
-ordered_json normalize_messages(const ordered_json& messages) {
+ordered_json normalize_messages(const ordered_json& messages, std::vector<MessageImage>* images) {
   if (!messages.is_array()) fail("messages", "must be a list");
   if (messages.empty()) fail("messages", "must not be empty");
   if (messages.size() > kMaxMessages) fail("messages", "more than " + std::to_string(kMaxMessages) + " messages");
   ordered_json out = ordered_json::array();
-  for (size_t i = 0; i < messages.size(); ++i) out.push_back(normalized_message(messages[i], at("messages", i)));
+  for (size_t i = 0; i < messages.size(); ++i) out.push_back(normalized_message(messages[i], at("messages", i), images));
   return out;
 }
 
@@ -132,6 +164,16 @@ ordered_json message_json(const ChatMessage& m) {
   ordered_json j = ordered_json::object();
   j["role"] = m.role;
   j["content"] = m.content;
+  if (!m.images.empty()) {  // the images first, then the text
+    ordered_json parts = ordered_json::array();
+    for (const ImageInput& image : m.images) {
+      ordered_json part = {{"type", "image"}};
+      if (!image.origin.empty()) part["image"] = image.origin;
+      parts.push_back(std::move(part));
+    }
+    if (!m.content.empty()) parts.push_back({{"type", "text"}, {"text", m.content}});
+    j["content"] = std::move(parts);
+  }
   if (!m.reasoning_content.empty()) j["reasoning_content"] = m.reasoning_content;
   if (!m.tool_calls.empty()) {
     j["tool_calls"] = ordered_json::array();
@@ -144,13 +186,26 @@ ordered_json message_json(const ChatMessage& m) {
   }
   if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
   if (!m.name.empty()) j["name"] = m.name;
-  return normalize_messages(ordered_json::array({j}))[0];  // the same checks as any other message
+  std::vector<MessageImage> images;
+  ordered_json out = normalize_messages(ordered_json::array({j}), &images)[0];  // the same checks as any other message
+  // The template reads {"type": "image"}; the origin stays (a saved chat's messages name their images).
+  if (out["content"].is_array())
+    for (size_t i = 0, k = 0; i < out["content"].size(); ++i)
+      if (out["content"][i]["type"] == "image" && !images.at(k++).source.empty())
+        out["content"][i]["image"] = images[k - 1].source;
+  return out;
 }
 
 ChatMessage message_from_json(const ordered_json& j) {
   ChatMessage m;
   m.role = j.value("role", "");
   if (j.contains("content") && j["content"].is_string()) m.content = j["content"].get<std::string>();
+  if (j.contains("content") && j["content"].is_array()) {
+    for (const ordered_json& part : j["content"]) {
+      if (part.value("type", "") == "text") m.content += part.value("text", "");
+      else if (part.value("type", "") == "image") m.images.push_back({{}, part.value("image", "")});
+    }
+  }
   if (j.contains("reasoning_content") && j["reasoning_content"].is_string())
     m.reasoning_content = j["reasoning_content"].get<std::string>();
   if (j.contains("tool_calls"))

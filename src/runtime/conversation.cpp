@@ -44,11 +44,23 @@ struct Conversation::Impl {
     tokens.insert(tokens.end(), pending.begin(), pending.end());
   }
 
+  // Images whose pads are in the state (or being run), for snapshots; those
+  // that start past the state's length are dropped (a failed request).
+  void trim_images() {
+    const int64_t length = generator.state().length(0);
+    std::erase_if(images, [&](const SnapshotImage& i) { return i.start >= length; });
+  }
+
   std::shared_ptr<Engine> engine;
   Generator generator;
   std::vector<int64_t> pending;  // chosen but not yet run: the last reply's last token
   std::vector<int64_t> tokens;
+  std::vector<SnapshotImage> images;
 };
+
+const std::vector<SnapshotImage>& detail::Access::images(const Conversation& conversation) {
+  return conversation.impl_->images;
+}
 
 Conversation::Conversation(std::shared_ptr<Engine> engine, int64_t max_length) {
   if (!engine) fail("conversation", "no engine");
@@ -80,6 +92,7 @@ GenerationResult Conversation::generate(std::span<const int64_t> prompt, const G
   } catch (...) {
     // Requests are checked before anything runs; a failure after that reset the state.
     if (c.generator.state().length(0) != length_before) c.pending.clear();
+    c.trim_images();
     c.refresh_tokens();
     throw;
   }
@@ -101,6 +114,11 @@ GenerationResult Conversation::generate(std::span<const int64_t> prompt, std::sp
       prepare_image_prompt(*detail::Access::engine(*c.engine).model, feed, images, c.generator.next_position(0));
   const int64_t image_tokens = ready.images.rows;
   c.generator.attach_images(0, std::move(ready.images));
+  const int64_t offset = c.generator.state().length(0);
+  for (SnapshotImage key : ready.keys) {
+    key.start += offset;
+    c.images.push_back(std::move(key));
+  }
   const std::vector<int64_t> expanded(ready.ids.begin() + ptrdiff_t(c.pending.size()), ready.ids.end());
   try {
     GenerationResult result = generate(std::span<const int64_t>(expanded), options, on_text);
@@ -110,6 +128,7 @@ GenerationResult Conversation::generate(std::span<const int64_t> prompt, std::sp
     return result;
   } catch (...) {
     c.generator.detach_images(0);
+    c.trim_images();
     throw;
   }
 }
@@ -122,13 +141,19 @@ GenerationResult Conversation::generate(std::string_view prompt, const Generatio
 
 Snapshot Conversation::snapshot() const {
   const Impl& c = *impl_;
-  return detail::Access::snapshot(capture_row(c.generator.state(), 0, c.generator.vocab(), c.pending));
+  StateSnapshot state = capture_row(c.generator.state(), 0, c.generator.vocab(), c.pending);
+  state.rope_delta = c.generator.rope_delta(0);
+  state.images = c.images;
+  return detail::Access::snapshot(std::move(state));
 }
 
 void Conversation::restore(const Snapshot& snapshot) {
   Impl& c = *impl_;
   const StateSnapshot& state = detail::Access::state(snapshot);
   restore_row(c.generator.state(), 0, c.generator.vocab(), state, detail::Access::origin(snapshot));
+  c.generator.detach_images(0);
+  c.generator.set_rope_delta(0, state.rope_delta);
+  c.images = state.images;
   const auto pending = state.pending();
   c.pending.assign(pending.begin(), pending.end());
   c.refresh_tokens();
@@ -137,6 +162,7 @@ void Conversation::restore(const Snapshot& snapshot) {
 void Conversation::reset() {
   impl_->generator.reset();
   impl_->pending.clear();
+  impl_->images.clear();
   impl_->refresh_tokens();
 }
 

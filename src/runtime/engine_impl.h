@@ -38,6 +38,8 @@ struct detail::Access {
   static const Engine::Impl& engine(const Engine& engine) { return *engine.impl_; }
   static const StateSnapshot& state(const Snapshot& snapshot) { return snapshot.data().state; }
   static const std::string& origin(const Snapshot& snapshot) { return snapshot.data().origin; }
+  // The images whose pads the conversation's state holds (starts in its tokens).
+  static const std::vector<SnapshotImage>& images(const Conversation& conversation);
   static Snapshot snapshot(StateSnapshot state, std::string origin = "snapshot") {
     return Snapshot(std::make_shared<const Snapshot::Data>(Snapshot::Data{std::move(state), std::move(origin)}));
   }

@@ -116,6 +116,17 @@ int64_t Generator::next_position(int64_t row) const {
   return length == 0 ? 0 : length + m.rope_delta;
 }
 
+void Generator::copy_row(int64_t from, int64_t to) {
+  if (from == to) return;
+  state_.copy_row(from, to);
+  multimodal_.at(size_t(to)) = multimodal_.at(size_t(from));
+}
+
+void Generator::reset_row(int64_t row) {
+  state_.reset_row(row);
+  multimodal_.at(size_t(row)) = RowMultimodal{};
+}
+
 // Token past + s of `row` takes the attached prompt's (T, H, W) position
 // while inside it, else past + s + the row's rope delta in all three streams
 // (plain RoPE positions for a text model, whose delta is 0).

@@ -82,6 +82,13 @@ class Generator {
   // length + the rope_delta its images so far added (the `start` of
   // mrope_positions for the next prompt).
   int64_t next_position(int64_t row) const;
+  // The row's rope delta (what a snapshot keeps: StateSnapshot::rope_delta),
+  // and setting it after restoring a snapshot into the row.
+  int64_t rope_delta(int64_t row) const { return multimodal_.at(size_t(row)).rope_delta; }
+  void set_rope_delta(int64_t row, int64_t delta) { multimodal_.at(size_t(row)).rope_delta = delta; }
+  // HybridState::copy_row / reset_row, with the row's images and rope delta.
+  void copy_row(int64_t from, int64_t to);
+  void reset_row(int64_t row);
 
   // One decode step for rows [0, tokens.size()) (the whole batch, or its
   // first rows: the rest are not run at all): tokens[b] is appended to row b,
@@ -102,7 +109,10 @@ class Generator {
   const Ort::Value& fetched(size_t i) const { return fetched_.at(i); }
   size_t fetched_count() const { return fetched_.size(); }
 
-  void reset() { state_.reset(); }
+  void reset() {
+    state_.reset();
+    for (auto& m : multimodal_) m = RowMultimodal{};
+  }
   const HybridState& state() const { return state_; }
   HybridState& state() { return state_; }
   Model& model() { return model_; }

@@ -20,12 +20,15 @@ ImageInput ImageInput::from_file(const fs::path& file) {
   return image;
 }
 
-ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, std::span<const ImageInput> images,
-                                 int64_t start) {
+namespace {
+
+void require_vision(const Model& model) {
   if (!model.has_vision())
     fail(model.dir().string(), "this model takes no images: build it with --vision from a checkpoint with a vision tower");
-  const GenaiConfig& cfg = model.config();
-  // The released Qwen3.5 settings unless the checkpoint's file (copied by the build) says otherwise.
+}
+
+// The released Qwen3.5 settings unless the checkpoint's file (copied by the build) says otherwise.
+PreprocessorConfig preprocessor_of(const Model& model) {
   const fs::path preprocessor = model.dir() / "preprocessor_config.json";
   PreprocessorConfig pre = fs::exists(preprocessor) ? load_preprocessor_config(preprocessor) : PreprocessorConfig{};
   // The released max_pixels (16.7 MP, 16k image tokens) suits a GPU's fused
@@ -34,6 +37,23 @@ ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, 
   // smart_resize scales any image above its max_pixels.
   pre.max_pixels = std::min(pre.max_pixels, kMaxImagePixels);
   pre.min_pixels = std::min(pre.min_pixels, pre.max_pixels);
+  return pre;
+}
+
+}  // namespace
+
+ImageShape describe_image(const Model& model, const ImageInput& image) {
+  require_vision(model);
+  const PixelValues pv = preprocess_image(decode_image_bytes(image.bytes, image.origin), preprocessor_of(model));
+  return {pv.num_image_tokens(), pv.pixel_hash};
+}
+
+ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, std::span<const ImageInput> images,
+                                 int64_t start) {
+  require_vision(model);
+  const GenaiConfig& cfg = model.config();
+  const fs::path preprocessor = model.dir() / "preprocessor_config.json";
+  const PreprocessorConfig pre = preprocessor_of(model);
 
   const auto begin = std::chrono::steady_clock::now();
   ImagePrompt out;
@@ -53,6 +73,11 @@ ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, 
   }
   out.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   out.ids = expand_image_pads(ids, cfg.image_token_id, tokens_per_image, "prompt");
+  for (size_t i = 0, k = 0; i < out.ids.size() && k < tokens_per_image.size(); ++i) {
+    if (out.ids[i] != cfg.image_token_id) continue;
+    out.keys.push_back({int64_t(i), tokens_per_image[k], out.pixel_hashes[k]});
+    i += size_t(tokens_per_image[k++]) - 1;
+  }
   out.images.positions = mrope_positions(out.ids, cfg.image_token_id, grids, cfg.spatial_merge_size, start);
   return out;
 }

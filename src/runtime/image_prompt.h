@@ -9,6 +9,7 @@
 
 #include "deltagen/deltagen.h"
 #include "runtime/generator.h"
+#include "runtime/snapshot.h"
 
 namespace deltagen {
 
@@ -22,11 +23,23 @@ struct ImagePrompt {
   RowImages images;          // features + positions, for Generator::attach_images
   double encode_seconds = 0;  // preprocessing + the vision model, all images
   std::vector<std::string> pixel_hashes;  // one per image (vision/image_preprocess.h)
+  // Each image's run of pad tokens in `ids` (start = index in ids) with its
+  // pixel hash: what snapshots and the prompt cache key on.
+  std::vector<SnapshotImage> keys;
 };
 
 // `ids`: the prompt with one image-pad id per image; `start`: the first
 // token's rotary position (Generator::next_position). Throws Error naming the
 // image's origin on a bad image, or when pads and images differ in number.
+// What an image takes in a prompt, without running the vision model: its
+// pad tokens and pixel hash (decoded and preprocessed as above). Throws
+// Error naming its origin on a bad image, or when the model takes no images.
+struct ImageShape {
+  int64_t tokens = 0;
+  std::string pixel_hash;
+};
+ImageShape describe_image(const Model& model, const ImageInput& image);
+
 ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, std::span<const ImageInput> images,
                                  int64_t start);
 

@@ -17,6 +17,22 @@ int64_t snapshot_bytes(const StateSnapshot& snapshot) {
   return bytes;
 }
 
+std::vector<int64_t> prefix_key(std::span<const int64_t> tokens, std::span<const SnapshotImage> images) {
+  std::vector<int64_t> key(tokens.begin(), tokens.end());
+  for (const SnapshotImage& image : images) {
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 of the hash text
+    for (unsigned char c : image.pixel_hash) {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
+    const int64_t id = -1 - int64_t(h >> 2);
+    const int64_t begin = std::max<int64_t>(0, image.start);
+    const int64_t end = std::min<int64_t>(int64_t(key.size()), image.start + image.tokens);
+    for (int64_t i = begin; i < end; ++i) key[size_t(i)] = id;
+  }
+  return key;
+}
+
 // A radix-tree node: `edge` is the run of tokens from its parent to it.
 struct PrefixCache::Node {
   std::vector<int64_t> edge;
@@ -160,12 +176,13 @@ void PrefixCache::insert(std::shared_ptr<const StateSnapshot> snapshot) {
   if (int64_t(snapshot->tokens.size()) != snapshot->length)
     fail("prefix cache", "a cached snapshot must not hold pending tokens");
   const int64_t bytes = snapshot_bytes(*snapshot);
+  const std::vector<int64_t> key = prefix_key(snapshot->tokens, snapshot->images);
   std::lock_guard lock(mutex_);
   if (snapshot->length == 0 || bytes > options_.memory_bytes) return;
-  Node* node = node_for(snapshot->tokens);
+  Node* node = node_for(key);
   if (node->entry) {
-    erase(*node->entry);                   // which may prune `node` away:
-    node = node_for(snapshot->tokens);     // find (or make) it again
+    erase(*node->entry);   // which may prune `node` away:
+    node = node_for(key);  // find (or make) it again
   }
   auto entry = std::make_unique<Entry>();
   entry->node = node;

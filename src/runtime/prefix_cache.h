@@ -11,6 +11,11 @@
 // tokens of a long prompt) and looks up the deepest copy that is a prefix of
 // a new prompt.
 //
+// Images: a prefix's key is its tokens with every image's pad tokens
+// replaced by an id made from that image's pixel hash (prefix_key), so two
+// prompts with the same tokens but other images share the states before the
+// first differing image and none after it.
+//
 // The keys live in a radix tree (edges are runs of tokens), so a lookup walks
 // the prompt once. Memory is bounded: past `memory_bytes` the least recently
 // used snapshots are written to `spill_dir` (when given, bounded by
@@ -47,6 +52,11 @@ struct PrefixCacheStats {
 // Bytes a snapshot occupies in memory: its state tensors and its tokens.
 int64_t snapshot_bytes(const StateSnapshot& snapshot);
 
+// The key of a prefix: `tokens` with tokens [start, start + tokens) of each
+// image replaced by a negative id derived from its pixel_hash (real ids are
+// never negative). Text-only prefixes are their own keys.
+std::vector<int64_t> prefix_key(std::span<const int64_t> tokens, std::span<const SnapshotImage> images);
+
 class PrefixCache {
  public:
   explicit PrefixCache(PrefixCacheOptions options = {});
@@ -54,19 +64,19 @@ class PrefixCache {
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
 
-  // The snapshot holding the longest prefix of `tokens` (its length <=
-  // tokens.size()), or null. A snapshot spilled to disk is read back (and
+  // The snapshot holding the longest prefix of `key` (prefix_key of a
+  // prompt; its length <= key.size()), or null. A snapshot spilled to disk is read back (and
   // dropped, with a note on stderr, when the file no longer reads).
-  std::shared_ptr<const StateSnapshot> find(std::span<const int64_t> tokens);
+  std::shared_ptr<const StateSnapshot> find(std::span<const int64_t> key);
 
-  // Stores `snapshot` under its run tokens (tokens[0, length); pending tokens
-  // are not part of the key; it must have none). An entry with the same key is
+  // Stores `snapshot` under prefix_key(its run tokens, its images) (pending
+  // tokens are not part of the key; it must have none). An entry with the same key is
   // replaced. A snapshot larger than the whole memory budget is not kept.
   void insert(std::shared_ptr<const StateSnapshot> snapshot);
 
-  // Whether an entry has exactly these tokens as its key (for tests and for
-  // skipping a copy the cache already has).
-  bool contains(std::span<const int64_t> tokens) const;
+  // Whether an entry has exactly this key (for tests and for skipping a copy
+  // the cache already has).
+  bool contains(std::span<const int64_t> key) const;
 
   PrefixCacheStats stats() const;
   const PrefixCacheOptions& options() const { return options_; }

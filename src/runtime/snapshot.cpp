@@ -17,7 +17,9 @@ static_assert(std::endian::native == std::endian::little, "the snapshot format i
 namespace {
 
 constexpr char kMagic[8] = {'D', 'G', 'S', 'T', 'A', 'T', 'E', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 1;       // a text state
+constexpr uint32_t kVersionImages = 2;  // + rope_delta and images
+constexpr uint32_t kMaxImages = 1u << 16, kMaxHashSize = 256;
 constexpr uint32_t kMaxRank = 8;
 constexpr uint32_t kMaxCaches = 1u << 16;
 
@@ -236,7 +238,8 @@ namespace {
 void write_snapshot(const StateSnapshot& s, std::ostream& stream) {
   Writer out(stream);
   out.put_bytes(kMagic, sizeof(kMagic));
-  out.put(kVersion);
+  const bool multimodal = s.rope_delta != 0 || !s.images.empty();
+  out.put(multimodal ? kVersionImages : kVersion);
   out.put(uint32_t(0));
   out.put(uint64_t(s.vocab_size));
   out.put(uint64_t(s.length));
@@ -250,6 +253,16 @@ void write_snapshot(const StateSnapshot& s, std::ostream& stream) {
     for (int64_t d : c.dims) out.put(d);
     out.put(uint64_t(c.data.size()));
   }
+  if (multimodal) {
+    out.put(int64_t(s.rope_delta));
+    out.put(uint32_t(s.images.size()));
+    for (const SnapshotImage& image : s.images) {
+      out.put(int64_t(image.start));
+      out.put(int64_t(image.tokens));
+      out.put(uint32_t(image.pixel_hash.size()));
+      out.put_bytes(image.pixel_hash.data(), image.pixel_hash.size());
+    }
+  }
   out.put_bytes(s.tokens.data(), s.tokens.size() * sizeof(int64_t));
   for (const CacheSnapshot& c : s.caches) out.put_bytes(c.data.data(), c.data.size());
   out.put_checksum();
@@ -262,9 +275,9 @@ StateSnapshot read_snapshot(std::istream& stream, uint64_t size, const std::stri
   in.get_bytes(magic, sizeof(magic), "magic");
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) fail(origin, "not a deltagen state snapshot (bad magic)");
   const uint32_t version = in.get<uint32_t>("header");
-  if (version != kVersion)
+  if (version != kVersion && version != kVersionImages)
     fail(origin, "snapshot format version " + std::to_string(version) + " is not supported (this build reads " +
-                     std::to_string(kVersion) + ")");
+                     std::to_string(kVersion) + " and " + std::to_string(kVersionImages) + ")");
   in.get<uint32_t>("header");
 
   StateSnapshot s;
@@ -277,6 +290,22 @@ StateSnapshot read_snapshot(std::istream& stream, uint64_t size, const std::stri
 
   std::vector<uint64_t> data_bytes(cache_count);
   for (uint32_t c = 0; c < cache_count; ++c) s.caches.push_back(read_cache_header(in, origin, data_bytes[c]));
+  if (version == kVersionImages) {
+    s.rope_delta = in.get<int64_t>("images");
+    const uint32_t count = in.get<uint32_t>("images");
+    if (count > kMaxImages) fail(origin, "snapshot header is inconsistent (image count)");
+    for (uint32_t i = 0; i < count; ++i) {
+      SnapshotImage image;
+      image.start = in.get<int64_t>("images");
+      image.tokens = in.get<int64_t>("images");
+      const uint32_t hash_size = in.get<uint32_t>("images");
+      if (image.start < 0 || image.tokens < 1 || image.start > int64_t(length) || hash_size > kMaxHashSize)
+        fail(origin, "snapshot header is inconsistent (image " + std::to_string(i) + ")");
+      image.pixel_hash.resize(hash_size);
+      in.get_bytes(image.pixel_hash.data(), hash_size, "images");
+      s.images.push_back(std::move(image));
+    }
+  }
 
   // The header fixes the file size: check it before allocating and reading the rest.
   uint64_t expected = in.position() + token_count * sizeof(int64_t) + sizeof(uint64_t);

@@ -167,7 +167,7 @@ ChatParams parse_chat_params(const ordered_json& body, const SamplingOptions& de
   parse_common(body, defaults, p);
   if (!body.contains("messages")) bad_request("messages", "is required");
   try {
-    p.messages = normalize_messages(body["messages"]);
+    p.messages = normalize_messages(body["messages"], &p.images);
     p.tools = checked_tools(body.value("tools", ordered_json()));
   } catch (const ApiError&) {
     throw;

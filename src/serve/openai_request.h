@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/messages.h"
 #include "deltagen/error.h"
 #include "deltagen/options.h"
 
@@ -54,6 +55,7 @@ struct CompletionParams {
 
 struct ChatParams : CompletionParams {
   nlohmann::ordered_json messages;  // normalized (chat/messages.h)
+  std::vector<MessageImage> images;  // the image parts' sources, in prompt order
   nlohmann::ordered_json tools;     // null or the checked list; null when tool_choice is "none"
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs (+ enable_thinking)
 };

@@ -28,6 +28,33 @@ double seconds_since(Clock::time_point start) {
 
 constexpr int64_t kMaxTopLogprobs = 20;  // OpenAI's limit
 
+// The part of a whole prompt's images that runs after its first `from`
+// tokens, restored from the cache with rope delta `delta_before`: the feature
+// rows of the pads past `from`, the positions from `from` on, and the delta
+// that, added to delta_before, gives the whole prompt's.
+RowImages images_after(const RowImages& all, std::span<const int64_t> prompt, size_t from, int64_t delta_before,
+                       int64_t image_token_id, int64_t hidden) {
+  const int64_t pads_before = std::count(prompt.begin(), prompt.begin() + ptrdiff_t(from), image_token_id);
+  RowImages out;
+  out.rows = all.rows - pads_before;
+  out.features.assign(all.features.begin() + ptrdiff_t(pads_before * hidden), all.features.end());
+  const auto tail = [&](const std::vector<int64_t>& v) { return std::vector<int64_t>(v.begin() + ptrdiff_t(from), v.end()); };
+  out.positions.t = tail(all.positions.t);
+  out.positions.h = tail(all.positions.h);
+  out.positions.w = tail(all.positions.w);
+  out.positions.rope_delta = all.positions.rope_delta - delta_before;
+  out.positions.next = all.positions.next;
+  return out;
+}
+
+// The images that begin inside the first `length` tokens.
+std::vector<SnapshotImage> images_before(const std::vector<SnapshotImage>& keys, size_t length) {
+  std::vector<SnapshotImage> out;
+  for (const SnapshotImage& k : keys)
+    if (k.start < int64_t(length)) out.push_back(k);
+  return out;
+}
+
 }  // namespace
 
 struct Scheduler::Sequence {
@@ -66,14 +93,28 @@ class Scheduler::Worker {
     HybridState& state = generator_.state();
     std::shared_ptr<const StateSnapshot> cached;
     // At least the last prompt token must run: its logits choose the first reply token.
-    if (owner_.cache_) cached = owner_.cache_->find(prompt.first(prompt.size() - 1));
-    state.reset_row(s->row);
+    if (owner_.cache_) {
+      const std::vector<int64_t> key = prefix_key(prompt, s->request.image_keys);
+      cached = owner_.cache_->find(std::span(key).first(key.size() - 1));
+    }
+    generator_.reset_row(s->row);
     if (cached) {
       try {
         restore_row(state, s->row, generator_.vocab(), *cached, "prompt cache");
+        generator_.set_rope_delta(s->row, cached->rope_delta);
         s->fed = size_t(cached->length);
       } catch (const Error&) {
-        state.reset_row(s->row);  // a snapshot of another shape: run the whole prompt
+        generator_.reset_row(s->row);  // a snapshot of another shape: run the whole prompt
+      }
+    }
+    if (s->request.images) {
+      try {
+        const Model& model = generator_.model();
+        generator_.attach_images(s->row, images_after(*s->request.images, prompt, s->fed, generator_.rope_delta(s->row),
+                                                      model.config().image_token_id, model.hidden_size()));
+      } catch (const Error& e) {
+        generator_.reset_row(s->row);
+        return finish(*s, StopReason::Cancelled, e.what());
       }
     }
     s->end.cached_tokens = int64_t(s->fed);
@@ -154,9 +195,15 @@ class Scheduler::Worker {
     s.end.prefill_seconds += seconds;
     owner_.record_prefill(int64_t(end - s.fed), seconds);
     s.fed = end;
-    if (owner_.cache_ && is_checkpoint(s, end) && !owner_.cache_->contains(prompt.first(end)))
-      owner_.cache_->insert(std::make_shared<const StateSnapshot>(
-          capture_row(generator_.state(), s.row, generator_.vocab(), {})));
+    if (owner_.cache_ && is_checkpoint(s, end)) {
+      std::vector<SnapshotImage> images = images_before(s.request.image_keys, end);
+      if (!owner_.cache_->contains(prefix_key(prompt.first(end), images))) {
+        auto snapshot = std::make_shared<StateSnapshot>(capture_row(generator_.state(), s.row, generator_.vocab(), {}));
+        snapshot->rope_delta = generator_.rope_delta(s.row);
+        snapshot->images = std::move(images);
+        owner_.cache_->insert(std::move(snapshot));
+      }
+    }
     if (end < prompt.size()) return;
 
     // The prompt is in: the sequence joins the decoders, in the row after theirs.
@@ -164,7 +211,7 @@ class Scheduler::Worker {
     accept(*joined, choose(*joined, logits.row(0, logits.rows - 1)), logits.row(0, logits.rows - 1));
     if (joined->stop) return finish(*joined, *joined->stop);
     const int64_t row = int64_t(decoding_.size());
-    if (joined->row != row) generator_.state().copy_row(joined->row, row);
+    if (joined->row != row) generator_.copy_row(joined->row, row);
     joined->row = row;
     decoding_.push_back(std::move(joined));
   }
@@ -196,7 +243,7 @@ class Scheduler::Worker {
       finish(*decoding_[i], *decoding_[i]->stop);
       const size_t last = decoding_.size() - 1;
       if (i != last) {
-        generator_.state().copy_row(int64_t(last), int64_t(i));
+        generator_.copy_row(int64_t(last), int64_t(i));
         decoding_[i] = std::move(decoding_[last]);
         decoding_[i]->row = int64_t(i);
       }
@@ -297,6 +344,11 @@ std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
   if (request.grammar && !engine_->has_tokenizer()) fail("response_format", "JSON output needs a tokenizer");
   for (int64_t c : request.checkpoints)
     if (c < 1 || c > int64_t(request.prompt.size())) fail("serve", "a checkpoint lies outside the prompt");
+  if (request.images) {
+    if (!model.has_vision()) fail("images", "this model takes no images: build it with --vision");
+    if (request.images->positions.size() != int64_t(request.prompt.size()))
+      fail("serve", "the images' positions do not cover the prompt");
+  }
 
   auto s = std::make_unique<Sequence>();
   if (o.stop_at_eos) s->stop_ids = model.config().eos_token_ids;

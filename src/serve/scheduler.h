@@ -30,6 +30,10 @@
 #include "runtime/prefix_cache.h"
 #include "serve/sequence_stream.h"
 
+namespace deltagen {
+struct RowImages;  // runtime/generator.h
+}
+
 namespace deltagen::serve {
 
 struct SchedulerOptions {
@@ -58,6 +62,13 @@ struct SequenceRequest {
   // from the start (-1). Each sequence works on its own copy.
   std::shared_ptr<const JsonGrammar> grammar;
   int64_t grammar_after = -1;
+  // A --vision model's images (runtime/image_prompt.h, prepared by the
+  // Service): the prompt holds each image's pads expanded; `images` has their
+  // features and the 3-D positions of the whole prompt from position 0;
+  // `image_keys` each image's pad run and pixel hash, which the prompt cache
+  // keys on (a cached state is shared only up to the first other image).
+  std::shared_ptr<const RowImages> images;
+  std::vector<SnapshotImage> image_keys;
 };
 
 // The queue is full or the server is stopping: try again later (HTTP 503).

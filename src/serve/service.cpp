@@ -12,6 +12,9 @@
 #include <random>
 
 #include "measure/fidelity_card.h"
+#include "runtime/engine_impl.h"
+#include "runtime/image_prompt.h"
+#include "serve/data_url.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltagen::serve {
@@ -123,10 +126,17 @@ PreparedChat Service::prepare_chat(std::string_view body) const {
     if (message.rfind(file, 0) == 0) message = std::filesystem::path(file).filename().string() + message.substr(file.size());
     throw ApiError(400, "invalid_request_error", "messages", message);
   }
+  int64_t checkpoint = 0;
+  if (!base_ids.empty() && base_ids.size() < prompt_ids.size() &&
+      std::equal(base_ids.begin(), base_ids.end(), prompt_ids.begin()))
+    checkpoint = int64_t(base_ids.size());
+  prepare_images(c, prompt_ids, checkpoint);
+  std::shared_ptr<const RowImages> images = std::move(c.sequence.images);
+  std::vector<SnapshotImage> image_keys = std::move(c.sequence.image_keys);
   c.sequence = sequence_for(c.params, std::move(prompt_ids));
-  const auto& prompt = c.sequence.prompt;
-  if (!base_ids.empty() && base_ids.size() < prompt.size() && std::equal(base_ids.begin(), base_ids.end(), prompt.begin()))
-    c.sequence.checkpoints.push_back(int64_t(base_ids.size()));
+  c.sequence.images = std::move(images);
+  c.sequence.image_keys = std::move(image_keys);
+  if (checkpoint > 0) c.sequence.checkpoints.push_back(checkpoint);
   if (!c.params.ignore_eos) c.sequence.options.extra_stop_ids = chat_stop_ids_;
   c.header = header("chatcmpl-");
   c.parser.starts_in_reasoning = prompt_opens_reasoning(c.prompt);
@@ -136,6 +146,45 @@ PreparedChat Service::prepare_chat(std::string_view body) const {
   c.parser.parse_tool_calls = !c.params.tools.is_null();  // parser.tools: set by the caller, see PreparedChat
   c.parser.id_seed = random_u64();
   return c;
+}
+
+void Service::prepare_images(PreparedChat& c, std::vector<int64_t>& prompt, int64_t& checkpoint) const {
+  Model& model = *detail::Access::engine(*engine_).model;
+  const std::vector<MessageImage>& images = c.params.images;
+  if (images.empty()) {
+    // Pads typed as text would reach the model without features.
+    if (model.has_vision() && std::count(prompt.begin(), prompt.end(), model.config().image_token_id) > 0)
+      bad_request("messages", "the prompt holds <|image_pad|> tokens but the request has no images");
+    return;
+  }
+  if (!model.has_vision())
+    bad_request(images[0].field, "this model takes no images (it was not built with --vision)");
+  if (int64_t(images.size()) > options_.max_images)
+    bad_request("messages", std::to_string(images.size()) + " images, more than the " +
+                                std::to_string(options_.max_images) + " this server takes per request");
+  std::vector<ImageInput> inputs;
+  for (const MessageImage& image : images) {
+    if (image.source.empty()) bad_request(image.field, "names no image (send image_url.url as a data: URL)");
+    inputs.push_back({image_from_data_url(image.source, image.field, options_.max_image_bytes), image.field});
+  }
+  const int64_t pads_before_checkpoint =
+      std::count(prompt.begin(), prompt.begin() + checkpoint, model.config().image_token_id);
+  ImagePrompt ready;
+  try {
+    std::lock_guard lock(vision_mutex_);
+    ready = prepare_image_prompt(model, prompt, inputs, 0);
+  } catch (const Error& e) {
+    // A bad image names its field first ("messages[0].content[1].image_url.url: ..."); pads that do not
+    // match the images (one typed as text) are the messages' fault.
+    const std::string message = e.what();
+    const std::string param = message.rfind("messages[", 0) == 0 ? message.substr(0, message.find(':')) : "messages";
+    throw ApiError(400, "invalid_request_error", param, message);
+  }
+  for (int64_t k = 0; k < pads_before_checkpoint && k < int64_t(ready.keys.size()); ++k)
+    checkpoint += ready.keys[size_t(k)].tokens - 1;
+  prompt = std::move(ready.ids);
+  c.sequence.images = std::make_shared<const RowImages>(std::move(ready.images));
+  c.sequence.image_keys = std::move(ready.keys);
 }
 
 PreparedText Service::prepare_text(std::string_view body) const {

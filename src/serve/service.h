@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,10 @@ namespace deltagen::serve {
 
 struct ServiceOptions {
   std::string model_name;  // what /v1/models lists and responses carry
+  // Images (a --vision model): at most this many per request (more: 400)
+  // and this many bytes each once base64-decoded (more: 413).
+  int64_t max_images = 16;
+  int64_t max_image_bytes = int64_t(20) << 20;
 };
 
 // A chat request ready to submit, with what its reply needs.
@@ -70,6 +75,10 @@ class Service {
   SamplingOptions defaults() const;
   SequenceRequest sequence_for(const CompletionParams& p, std::vector<int64_t> prompt) const;
   ReplyHeader header(const char* prefix) const;
+  // Decodes and encodes the request's images (serialized: one image at a
+  // time through vision.onnx), expands `prompt`'s pads and fills
+  // c.sequence's images; moves the checkpoint with the expansion.
+  void prepare_images(PreparedChat& c, std::vector<int64_t>& prompt, int64_t& checkpoint) const;
   // 400 naming `param` for an id outside the vocabulary.
   void check_token_ids(const std::vector<int64_t>& ids, const char* param) const;
 
@@ -80,6 +89,7 @@ class Service {
   std::vector<int64_t> chat_stop_ids_;
   int64_t created_;  // when the server started: /v1/models' "created"
   nlohmann::ordered_json fidelity_;  // the model folder's fidelity.json; null when it has none
+  mutable std::mutex vision_mutex_;
   mutable std::atomic<int64_t> responses_2xx_{0}, responses_4xx_{0}, responses_5xx_{0};
 };
 

@@ -12,7 +12,8 @@
 //
 // Commands: /reset (new conversation), /undo (back to before the last turn),
 // /save FILE and /load FILE (the state, and the messages beside it in
-// FILE.messages.json), /exit.
+// FILE.messages.json), /image FILE (a --vision model: attaches the image to
+// the next message, shown before its text; repeat for several), /help, /exit.
 // --load-state continues a saved conversation; --save-state writes it at the
 // end (atomically). Generation flags are those of `deltagen generate`;
 // sampling starts from the model's recommended settings, --max-new-tokens 1024.
@@ -28,7 +29,9 @@
 #include "chat/messages.h"
 #include "deltagen/deltagen.h"
 #include "deltagen/error.h"
+#include "runtime/engine_impl.h"
 #include "runtime/genai_config.h"
+#include "runtime/image_prompt.h"
 #include "tools/args.h"
 #include "tools/chat_flags.h"
 #include "tools/commands.h"
@@ -92,16 +95,35 @@ nlohmann::json reply_json(const ChatReply& r) {
 class ChatSession {
  public:
   ChatSession(const ChatCliFlags& flags, std::shared_ptr<Engine> engine)
-      : flags_(flags), chat_(std::move(engine), flags.chat) {
+      : flags_(flags), engine_(engine), chat_(std::move(engine), flags.chat) {
     if (!flags.load_state.empty()) load(flags.load_state);
   }
 
   // Handles one input line; returns false on /exit.
   bool handle(const std::string& line) {
     if (line == "/exit" || line == "/quit") return false;
-    if (line == "/reset") {
+    if (line == "/help") {
+      std::fprintf(stderr,
+                   "commands:\n"
+                   "  /image FILE  attach an image (PNG, JPEG, PPM) to the next message; repeat for several\n"
+                   "  /undo        back to before the last turn\n"
+                   "  /reset       start a new conversation\n"
+                   "  /save FILE   save the conversation (state + FILE.messages.json)\n"
+                   "  /load FILE   load a saved conversation\n"
+                   "  /exit        end the chat\n");
+    } else if (line == "/image" || line.rfind("/image ", 0) == 0) {
+      const std::string file = line.size() > 7 ? line.substr(7) : "";
+      if (file.empty()) fail("/image", "needs a file: /image FILE");
+      ImageInput image = ImageInput::from_file(file);
+      // Checked now (a model without vision, a file that is no image), so that the message does not fail later.
+      const ImageShape shape = describe_image(*detail::Access::engine(*engine_).model, image);
+      images_.push_back(std::move(image));
+      note("image " + file + " (" + std::to_string(shape.tokens) + " tokens) goes with the next message (" +
+           std::to_string(images_.size()) + " attached)");
+    } else if (line == "/reset") {
       chat_.reset();
       undo_.clear();
+      images_.clear();
       note("conversation reset");
     } else if (line == "/undo") {
       if (undo_.empty()) fail("/undo", "nothing to undo");
@@ -149,7 +171,8 @@ class ChatSession {
       nlohmann::ordered_json j;
       try {
         in >> j;
-        for (const auto& m : normalize_messages(j)) messages.push_back(message_from_json(m));
+        std::vector<MessageImage> images;  // their files are read when a turn runs them again
+        for (const auto& m : normalize_messages(j, &images)) messages.push_back(message_from_json(m));
       } catch (const std::exception& e) {
         fail(messages_file(file), std::string("cannot read the messages: ") + e.what());
       }
@@ -166,9 +189,12 @@ class ChatSession {
       print_text(text);
       return true;
     };
+    ChatMessage user{.role = "user", .content = message};
+    user.images = std::move(images_);  // sent with this message, or dropped with it when it fails
+    images_.clear();
     ChatReply r;
     try {
-      r = chat_.send(message, flags_.options, on_text);
+      r = chat_.send(user, flags_.options, on_text);
     } catch (...) {
       undo_.pop_back();
       throw;
@@ -192,7 +218,9 @@ class ChatSession {
   }
 
   const ChatCliFlags& flags_;
+  std::shared_ptr<Engine> engine_;
   Chat chat_;
+  std::vector<ImageInput> images_;  // /image: for the next message
   std::vector<Before> undo_;  // the state and messages before each turn
   int64_t turns_ = 0;
 };

@@ -3,6 +3,7 @@
 //                [--cache-mb 4096] [--cache-dir DIR] [--cache-disk-mb 16384] [--no-cache]
 //                [--checkpoint-every 2048] [--load-state F] [--api-key KEY] [--alias NAME]
 //                [--chat-template FILE] [--threads T] [--kernels K] [--ep cpu|webgpu|cuda] [--max-body-mb 16]
+//                [--max-images 16] [--max-image-mb 20]
 //
 // An OpenAI-compatible server (docs/serve.md) with a web chat page at /.
 // --api-key may also come from DELTAGEN_API_KEY (keeps it out of `ps`).
@@ -75,6 +76,11 @@ int cmd_serve(int argc, char** argv) {
   const std::string load_state = args.get_or("load-state", "");
   const std::string template_file = args.get_or("chat-template", "");
   const std::string alias = args.get_or("alias", "");
+  // Images (a --vision model): per request, and each one's decoded size.
+  const int64_t max_images = args.get_int("max-images", 16);
+  if (max_images < 0) fail("--max-images", "must not be negative");
+  const int64_t max_image_bytes = megabytes(args, "max-image-mb", 20);
+  if (max_image_bytes == 0) fail("--max-image-mb", "must be at least 1");
   args.finish();
 
   std::shared_ptr<Engine> engine = Engine::load(model_dir, engine_options);
@@ -90,7 +96,7 @@ int cmd_serve(int argc, char** argv) {
   std::string name = alias;
   if (name.empty()) name = std::filesystem::absolute(model_dir).lexically_normal().filename().string();
   if (name.empty()) name = std::filesystem::absolute(model_dir).lexically_normal().parent_path().filename().string();
-  serve::Service service(engine, std::move(chat_template), scheduler, {name});
+  serve::Service service(engine, std::move(chat_template), scheduler, {name, max_images, max_image_bytes});
   serve::HttpServer server(service, http);
   const int bound = server.bind();
 
