@@ -66,9 +66,9 @@ set(deltagen_label_rules
   # ---- whole suites ----------------------------------------------------------------
   "^(MoeReference|MoeGraph|MoeRuntime|MoeRuntimeSnapshot)\\." "golden"
   "^VisionCli\\."                                      "cli,golden"
-  "^VisionChatCli\."                                  "cli,golden"    # tests/vision_serve_test.cpp: chat /image on tiny-vl
-  "^VisionServe\."                                    "golden"        # Service + Scheduler in-process on a --vision tiny-vl
-  "^(VisionGraph|VisionGraphQuantized|VisionBuild|VisionRuntime|VisionRuntimeErrors|VisionPrecisions)\." "golden"  # tests/vision_graph_test.cpp, vision_runtime_test.cpp: --vision builds of tiny-vl
+  "^VisionChatCli\\."                                  "cli,golden"    # tests/vision_serve_test.cpp: chat /image on tiny-vl
+  "^VisionServe\\."                                    "golden"        # Service + Scheduler in-process on a --vision tiny-vl
+  "^(VisionGraph|VisionGraphQuantized|VisionBuild|VisionRuntime|VisionRuntimeErrors|VisionPrecisions)\\." "golden"  # tests/vision_graph_test.cpp, vision_runtime_test.cpp: --vision builds of tiny-vl
   "^(VisionReferenceGolden|VisionReferenceErrors)\\."   "golden"        # shared/golden/vision (tiny-vl) and tiny-a
   "^MoeKernelGolden\\."                                  "golden"        # the int4 tiny-moe-a on deltagen's and ORT's kernels
   "^MoeKernelOrt\\."                                     "model"         # one-node QMoE models on ORT
