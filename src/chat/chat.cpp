@@ -191,22 +191,15 @@ ChatReply Chat::Impl::run_turn(const GenerationOptions& options, const StreamCal
   std::vector<SnapshotImage> keys;
   if (!image_inputs.empty()) {
     const Model& model = *detail::Access::engine(*engine).model;
-    std::vector<int64_t> counts;
-    std::vector<std::string> hashes;
-    for (const ImageInput* image : image_inputs) {
-      ImageShape shape = describe_image(model, *image);
-      counts.push_back(shape.tokens);
-      hashes.push_back(std::move(shape.pixel_hash));
-    }
+    std::vector<ImageShape> shapes;
+    for (const ImageInput* image : image_inputs) shapes.push_back(describe_image(model, *image));
     const int64_t pad = model.config().image_token_id;
-    prompt = expand_image_pads(prompt, pad, counts, "chat prompt");
-    for (size_t i = 0, k = 0; i < prompt.size() && k < counts.size(); ++i) {
-      if (prompt[i] != pad) continue;
-      keys.push_back({int64_t(i), counts[k], hashes[k]});
-      i += size_t(counts[k++]) - 1;
-    }
+    ExpandedPrompt expanded = expand_image_prompt(prompt, pad, shapes, "chat prompt");
+    prompt = std::move(expanded.ids);
+    keys = std::move(expanded.keys);
     const int64_t base_pads = std::count(base.begin(), base.end(), pad);
-    base = base_pads == int64_t(counts.size()) ? expand_image_pads(base, pad, counts, "chat prompt") : std::vector<int64_t>();
+    base = base_pads == int64_t(shapes.size()) ? expand_image_prompt(base, pad, shapes, "chat prompt").ids
+                                               : std::vector<int64_t>();
   }
   if (!starts_with(prompt, base) || base.size() >= prompt.size()) base.clear();
 

@@ -36,8 +36,9 @@ struct MessageImage {
 };
 
 // `messages` must be a non-empty array; throws Error naming the bad field.
-// With `images` null, image parts are refused ("... image parts are not
-// accepted here"); else they are kept (see above) and appended to *images.
+// With `images` null, image parts are refused like any part but text
+// ("'image_url' is not supported (only text parts)"); else they are kept
+// (see above) and appended to *images.
 nlohmann::ordered_json normalize_messages(const nlohmann::ordered_json& messages,
                                           std::vector<MessageImage>* images = nullptr);
 

@@ -48,6 +48,20 @@ ImageShape describe_image(const Model& model, const ImageInput& image) {
   return {pv.num_image_tokens(), pv.pixel_hash};
 }
 
+ExpandedPrompt expand_image_prompt(const std::vector<int64_t>& ids, int64_t image_token_id,
+                                   const std::vector<ImageShape>& shapes, const std::string& origin) {
+  std::vector<int64_t> tokens_per_image;
+  for (const ImageShape& shape : shapes) tokens_per_image.push_back(shape.tokens);
+  ExpandedPrompt out;
+  out.ids = expand_image_pads(ids, image_token_id, tokens_per_image, origin);
+  for (size_t i = 0, k = 0; i < out.ids.size() && k < shapes.size(); ++i) {
+    if (out.ids[i] != image_token_id) continue;
+    out.keys.push_back({int64_t(i), shapes[k].tokens, shapes[k].pixel_hash});
+    i += size_t(shapes[k++].tokens) - 1;
+  }
+  return out;
+}
+
 ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, std::span<const ImageInput> images,
                                  int64_t start) {
   require_vision(model);
@@ -57,7 +71,7 @@ ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, 
 
   const auto begin = std::chrono::steady_clock::now();
   ImagePrompt out;
-  std::vector<int64_t> tokens_per_image;
+  std::vector<ImageShape> shapes;
   std::vector<ImageGrid> grids;
   for (const ImageInput& input : images) {
     const PixelValues pv = preprocess_image(decode_image_bytes(input.bytes, input.origin), pre);
@@ -67,17 +81,13 @@ ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, 
     std::vector<float> features = model.encode_image(pv.data.data(), pv.rows, pv.cols, pv.grid_thw);
     out.images.features.insert(out.images.features.end(), features.begin(), features.end());
     out.images.rows += pv.num_image_tokens();
-    tokens_per_image.push_back(pv.num_image_tokens());
+    shapes.push_back({pv.num_image_tokens(), pv.pixel_hash});
     grids.push_back({pv.grid_thw[0], pv.grid_thw[1], pv.grid_thw[2]});
-    out.pixel_hashes.push_back(pv.pixel_hash);
   }
   out.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  out.ids = expand_image_pads(ids, cfg.image_token_id, tokens_per_image, "prompt");
-  for (size_t i = 0, k = 0; i < out.ids.size() && k < tokens_per_image.size(); ++i) {
-    if (out.ids[i] != cfg.image_token_id) continue;
-    out.keys.push_back({int64_t(i), tokens_per_image[k], out.pixel_hashes[k]});
-    i += size_t(tokens_per_image[k++]) - 1;
-  }
+  ExpandedPrompt expanded = expand_image_prompt(ids, cfg.image_token_id, shapes, "prompt");
+  out.ids = std::move(expanded.ids);
+  out.keys = std::move(expanded.keys);
   out.images.positions = mrope_positions(out.ids, cfg.image_token_id, grids, cfg.spatial_merge_size, start);
   return out;
 }

@@ -18,28 +18,37 @@ namespace deltagen {
 // (3.2 GB) on the 0.8B shape. Larger images are scaled down to it.
 inline constexpr int64_t kMaxImagePixels = int64_t(1) << 21;
 
-struct ImagePrompt {
-  std::vector<int64_t> ids;  // expanded
-  RowImages images;          // features + positions, for Generator::attach_images
-  double encode_seconds = 0;  // preprocessing + the vision model, all images
-  std::vector<std::string> pixel_hashes;  // one per image (vision/image_preprocess.h)
-  // Each image's run of pad tokens in `ids` (start = index in ids) with its
-  // pixel hash: what snapshots and the prompt cache key on.
-  std::vector<SnapshotImage> keys;
-};
-
-// `ids`: the prompt with one image-pad id per image; `start`: the first
-// token's rotary position (Generator::next_position). Throws Error naming the
-// image's origin on a bad image, or when pads and images differ in number.
 // What an image takes in a prompt, without running the vision model: its
-// pad tokens and pixel hash (decoded and preprocessed as above). Throws
-// Error naming its origin on a bad image, or when the model takes no images.
+// pad tokens and pixel hash (decoded and preprocessed as prepare_image_prompt
+// does). Throws Error naming its origin on a bad image, or when the model
+// takes no images.
 struct ImageShape {
   int64_t tokens = 0;
   std::string pixel_hash;
 };
 ImageShape describe_image(const Model& model, const ImageInput& image);
 
+// `ids` with the k-th image-pad id expanded to shapes[k].tokens copies
+// (expand_image_pads), and each image's run of pads in the result (start =
+// index in ids, with its pixel hash): what snapshots and the prompt cache key
+// on. Throws Error when pads and images differ in number.
+struct ExpandedPrompt {
+  std::vector<int64_t> ids;
+  std::vector<SnapshotImage> keys;
+};
+ExpandedPrompt expand_image_prompt(const std::vector<int64_t>& ids, int64_t image_token_id,
+                                   const std::vector<ImageShape>& shapes, const std::string& origin);
+
+struct ImagePrompt {
+  std::vector<int64_t> ids;  // expanded
+  RowImages images;          // features + positions, for Generator::attach_images
+  double encode_seconds = 0;  // preprocessing + the vision model, all images
+  std::vector<SnapshotImage> keys;  // each image's run of pads in `ids` (expand_image_prompt)
+};
+
+// `ids`: the prompt with one image-pad id per image; `start`: the first
+// token's rotary position (Generator::next_position). Throws Error naming the
+// image's origin on a bad image, or when pads and images differ in number.
 ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, std::span<const ImageInput> images,
                                  int64_t start);
 
