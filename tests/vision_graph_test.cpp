@@ -10,6 +10,7 @@
 #include "models/build.h"
 #include "ort_step_runner.h"
 #include "test_util.h"
+#include "vision_fixtures.h"
 #include "util/npy.h"
 
 namespace deltagen::test {
@@ -52,28 +53,26 @@ Ort::Value tensor(std::vector<T>& v, std::vector<int64_t> shape) {
   return Ort::Value::CreateTensor<T>(cpu(), v.data(), v.size(), shape.data(), shape.size());
 }
 
+// vision.onnx's features of the golden pixel_values (grid 1 x 4 x 6).
+std::vector<float> golden_image_features(const fs::path& vision_onnx) {
+  std::vector<float> pixels = golden_f32("pixel_values.npy");  // [24, 1536]
+  std::vector<int64_t> grid = golden_i64("image_grid_thw.npy");
+  std::vector<std::pair<std::string, Ort::Value>> in;
+  in.emplace_back("pixel_values", tensor(pixels, {24, 1536}));
+  in.emplace_back("image_grid_thw", tensor(grid, {1, 3}));
+  return run_one(vision_onnx, std::move(in));
+}
+
 class VisionGraph : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
-    BuildOptions o;
-    o.precision = Precision::Fp32;
-    o.vision = true;
-    o.show_progress = false;
-    build_model(*ckpt, o, dir_->path() / "fp32");
+    build_tiny_vl(dir_->path() / "fp32");
   }
   static void TearDownTestSuite() { delete dir_; }
   static fs::path model(const std::string& file) { return dir_->path() / "fp32" / file; }
 
-  static std::vector<float> image_features() {
-    std::vector<float> pixels = golden_f32("pixel_values.npy");  // [24, 1536]
-    std::vector<int64_t> grid = golden_i64("image_grid_thw.npy");
-    std::vector<std::pair<std::string, Ort::Value>> in;
-    in.emplace_back("pixel_values", tensor(pixels, {24, 1536}));
-    in.emplace_back("image_grid_thw", tensor(grid, {1, 3}));
-    return run_one(model("vision.onnx"), std::move(in));
-  }
+  static std::vector<float> image_features() { return golden_image_features(model("vision.onnx")); }
 
   static TempDir* dir_;
 };
@@ -139,10 +138,7 @@ constexpr float kTinyVlFp32Tolerance = 2e-4f;
 TEST_F(VisionGraph, DecoderOnTextEqualsTheTextBuild) {
   auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
   TempDir d;
-  BuildOptions o;
-  o.precision = Precision::Fp32;
-  o.show_progress = false;
-  build_model(*ckpt, o, d / "text");
+  build_tiny_vl(d / "text", tiny_vl_options(false));
   const std::vector<int64_t> ids = {1, 20, 3, 10, 40, 40, 41, 11, 40, 41, 2, 3, 1, 21, 3};
   StepRunner text(d / "text" / "model.onnx");
   const std::vector<float> want = text.step(ids);
@@ -217,29 +213,19 @@ TEST(VisionBuild, RefusesACheckpointWithoutAVisionTower) {
   EXPECT_FALSE(fs::exists(dir / "out"));
 }
 
-
 // --vision-precision int8 / int4: the tower's Linears as MatMulNBits. Their
 // features stay near the fp32 golden; bounds are the measured relative RMS
 // (int8 1.6 %, int4 15.7 %) with headroom; tiny-vl has K = 32..256, 1..8 blocks of 32.
 TEST(VisionGraphQuantized, FeaturesStayNearTheGolden) {
-  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
   const std::vector<float> golden = golden_f32("image_features.npy");
   double ref_sq = 0;
   for (float g : golden) ref_sq += double(g) * g;
   for (auto [precision, bound] : {std::pair{Precision::Int8, 0.03}, std::pair{Precision::Int4, 0.25}}) {
     TempDir d;
-    BuildOptions o;
-    o.precision = Precision::Fp32;
-    o.vision = true;
+    BuildOptions o = tiny_vl_options();
     o.vision_precision = precision;
-    o.show_progress = false;
-    build_model(*ckpt, o, d / "m");
-    std::vector<float> pixels = golden_f32("pixel_values.npy");
-    std::vector<int64_t> grid = golden_i64("image_grid_thw.npy");
-    std::vector<std::pair<std::string, Ort::Value>> in;
-    in.emplace_back("pixel_values", tensor(pixels, {24, 1536}));
-    in.emplace_back("image_grid_thw", tensor(grid, {1, 3}));
-    const std::vector<float> features = run_one(d / "m" / "vision.onnx", std::move(in));
+    build_tiny_vl(d / "m", o);
+    const std::vector<float> features = golden_image_features(d / "m" / "vision.onnx");
     ASSERT_EQ(features.size(), golden.size());
     double err_sq = 0;
     for (size_t i = 0; i < golden.size(); ++i) err_sq += double(features[i] - golden[i]) * (features[i] - golden[i]);

@@ -13,6 +13,7 @@
 #include "reference/qwen35_vision_reference.h"
 #include "runtime/image_prompt.h"
 #include "test_util.h"
+#include "vision_fixtures.h"
 #include "util/npy.h"
 
 namespace deltagen::test {
@@ -25,16 +26,8 @@ class VisionRuntime : public ::testing::TestWithParam<KernelSet> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
-    BuildOptions o;
-    o.precision = Precision::Fp32;
-    o.vision = true;
-    o.show_progress = false;
-    build_model(*ckpt, o, model_dir());
-    // The golden case lowers min_pixels to 4096 so that the 64x96 image is not resized.
-    auto pre = nlohmann::json::parse(read_text(model_dir() / "preprocessor_config.json"));
-    pre["size"]["shortest_edge"] = 4096;
-    std::ofstream(model_dir() / "preprocessor_config.json") << pre.dump();
+    build_tiny_vl(model_dir());
+    use_golden_min_pixels(model_dir());
   }
   static void TearDownTestSuite() { delete dir_; }
   static fs::path model_dir() { return dir_->path() / "fp32"; }
@@ -187,11 +180,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, VisionRuntime, ::testing::Values(KernelSet::De
 
 TEST(VisionRuntimeErrors, ATextModelRefusesImages) {
   TempDir dir;
-  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
-  BuildOptions o;
-  o.precision = Precision::Fp32;
-  o.show_progress = false;
-  build_model(*ckpt, o, dir / "text");
+  build_tiny_vl(dir / "text", tiny_vl_options(false));
   Conversation c(Engine::load(dir / "text"));
   GenerationOptions g;
   g.max_new_tokens = 1;
@@ -241,7 +230,6 @@ TEST(VisionCli, GenerateAndReferenceAgreeOnAnImage) {
 // significant digits on a random model's small margins) its first; int4 (1-2
 // blocks per row) runs and stays finite.
 TEST(VisionPrecisions, EveryPrecisionRunsAnImagePrompt) {
-  auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
   const GreedyResult want = reference_greedy_on_the_golden_image(6);
 
   struct Case {
@@ -252,15 +240,11 @@ TEST(VisionPrecisions, EveryPrecisionRunsAnImagePrompt) {
   for (const Case& k : {Case{Precision::Fp16, {}, 6}, Case{Precision::Bf16, {}, 1}, Case{Precision::Int8, {}, 6},
                         Case{Precision::Int4, {}, 0}, Case{Precision::Int4, FloatType::Fp16, 0}}) {
     TempDir dir;
-    BuildOptions o;
+    BuildOptions o = tiny_vl_options();
     o.precision = k.precision;
     if (k.activations) o.activations = *k.activations;
-    o.vision = true;
-    o.show_progress = false;
-    build_model(*ckpt, o, dir / "m");
-    auto pre = nlohmann::json::parse(read_text(dir / "m" / "preprocessor_config.json"));
-    pre["size"]["shortest_edge"] = 4096;
-    std::ofstream(dir / "m" / "preprocessor_config.json") << pre.dump();
+    build_tiny_vl(dir / "m", o);
+    use_golden_min_pixels(dir / "m");
     Conversation c(Engine::load(dir / "m"));
     GenerationOptions g;
     g.max_new_tokens = 6;

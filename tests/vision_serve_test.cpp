@@ -25,6 +25,7 @@
 #include "serve/http_server.h"
 #include "serve/service.h"
 #include "test_util.h"
+#include "vision_fixtures.h"
 
 namespace deltagen::test {
 namespace {
@@ -198,19 +199,10 @@ const fs::path& vision_chat_model(bool vision) {
   static TempDir dir;
   auto make = [](bool v) {
     const fs::path built = dir / (v ? "built-vl" : "built-text"), out = dir / (v ? "vl" : "text");
-    auto ckpt = Checkpoint::open(vision_golden_dir() / "tiny-vl");
-    BuildOptions o;
-    o.precision = Precision::Fp32;
-    o.vision = v;
-    o.show_progress = false;
-    build_model(*ckpt, o, built);
+    build_tiny_vl(built, tiny_vl_options(v));
     copy_model_with_tokenizer(built, out, vision_tokenizer_json(), tiny_tokenizer_config_json());
     fs::copy_file(chat_template_file(), out / "chat_template.jinja");
-    if (v) {
-      auto pre = nlohmann::json::parse(read_text(out / "preprocessor_config.json"));
-      pre["size"]["shortest_edge"] = 4096;
-      std::ofstream(out / "preprocessor_config.json") << pre.dump();
-    }
+    if (v) use_golden_min_pixels(out);
     return out;
   };
   static const fs::path vl = make(true);
