@@ -12,6 +12,7 @@
 #include "reference/qwen35_reference.h"
 #include "reference/qwen35_vision_reference.h"
 #include "runtime/image_prompt.h"
+#include "vision/image_preprocess.h"
 #include "test_util.h"
 #include "vision_fixtures.h"
 #include "util/npy.h"

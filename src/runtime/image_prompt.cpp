@@ -27,24 +27,12 @@ void require_vision(const Model& model) {
     fail(model.dir().string(), "this model takes no images: build it with --vision from a checkpoint with a vision tower");
 }
 
-// The released Qwen3.5 settings unless the checkpoint's file (copied by the build) says otherwise.
-PreprocessorConfig preprocessor_of(const Model& model) {
-  const fs::path preprocessor = model.dir() / "preprocessor_config.json";
-  PreprocessorConfig pre = fs::exists(preprocessor) ? load_preprocessor_config(preprocessor) : PreprocessorConfig{};
-  // The released max_pixels (16.7 MP, 16k image tokens) suits a GPU's fused
-  // attention; on the CPU the tower's attention holds heads x patches^2
-  // floats at once, so larger images are scaled down to kMaxImagePixels as
-  // smart_resize scales any image above its max_pixels.
-  pre.max_pixels = std::min(pre.max_pixels, kMaxImagePixels);
-  pre.min_pixels = std::min(pre.min_pixels, pre.max_pixels);
-  return pre;
-}
-
 }  // namespace
 
 ImageShape describe_image(const Model& model, const ImageInput& image) {
   require_vision(model);
-  const PixelValues pv = preprocess_image(decode_image_bytes(image.bytes, image.origin), preprocessor_of(model));
+  const PixelValues pv =
+      preprocess_image(decode_image_bytes(image.bytes, image.origin), preprocessor_config_in(model.dir()));
   return {pv.num_image_tokens(), pv.pixel_hash};
 }
 
@@ -67,7 +55,7 @@ ImagePrompt prepare_image_prompt(Model& model, const std::vector<int64_t>& ids, 
   require_vision(model);
   const GenaiConfig& cfg = model.config();
   const fs::path preprocessor = model.dir() / "preprocessor_config.json";
-  const PreprocessorConfig pre = preprocessor_of(model);
+  const PreprocessorConfig pre = preprocessor_config_in(model.dir());
   model.vision_session();  // loaded once, before the clock: encode_seconds is per request
 
   const auto begin = std::chrono::steady_clock::now();

@@ -1,6 +1,7 @@
 // A prompt with images for a --vision model, made ready for the Generator:
 // each image decoded, preprocessed as the Hugging Face processor does
-// (vision/image_preprocess.h, with the model folder's preprocessor_config.json),
+// (vision/image_preprocess.h: preprocessor_config_in(the model folder), whose
+// cap kMaxImagePixels scales large images down),
 // encoded by vision.onnx; its one <|image_pad|> in the ids expanded to the
 // image's token count; the 3-D positions of every token computed.
 #pragma once
@@ -12,11 +13,6 @@
 #include "runtime/snapshot.h"
 
 namespace deltagen {
-
-// The most pixels an image keeps (after smart_resize): 2 MP = 8192 patches,
-// 2048 image tokens; the tower's attention then holds 12 x 8192^2 floats
-// (3.2 GB) on the 0.8B shape. Larger images are scaled down to it.
-inline constexpr int64_t kMaxImagePixels = int64_t(1) << 21;
 
 // What an image takes in a prompt, without running the vision model: its
 // pad tokens and pixel hash (decoded and preprocessed as prepare_image_prompt

@@ -73,9 +73,7 @@ int cmd_reference(int argc, char** argv) {
     r = reference_greedy(model, prompt, new_tokens);
   } else {
     if (!ckpt->has_vision()) fail("--image", checkpoint_dir + " has no vision tower");
-    const std::filesystem::path pre_file = ckpt->dir() / "preprocessor_config.json";
-    const PreprocessorConfig pre =
-        std::filesystem::exists(pre_file) ? load_preprocessor_config(pre_file) : PreprocessorConfig{};
+    const PreprocessorConfig pre = preprocessor_config_in(ckpt->dir());  // as the runtime preprocesses
     VisionReference vision(*ckpt);
     std::vector<ImageGrid> grids;
     std::vector<int64_t> tokens_per_image;

@@ -217,6 +217,14 @@ PreprocessorConfig load_preprocessor_config(const std::filesystem::path& json_fi
   return c;
 }
 
+PreprocessorConfig preprocessor_config_in(const std::filesystem::path& folder) {
+  const std::filesystem::path file = folder / "preprocessor_config.json";
+  PreprocessorConfig pre = std::filesystem::exists(file) ? load_preprocessor_config(file) : PreprocessorConfig{};
+  pre.max_pixels = std::min(pre.max_pixels, kMaxImagePixels);
+  pre.min_pixels = std::min(pre.min_pixels, pre.max_pixels);
+  return pre;
+}
+
 std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
                                          int64_t max_pixels) {
   const std::string subject = "smart_resize(" + std::to_string(height) + "x" + std::to_string(width) + ")";

@@ -32,6 +32,18 @@ struct PreprocessorConfig {
 // file means the defaults is the caller's decision.
 PreprocessorConfig load_preprocessor_config(const std::filesystem::path& json_file);
 
+// The most pixels an image keeps on deltagen's CPU path (after smart_resize):
+// 2 MP = 8192 patches, 2048 image tokens; the tower's attention then holds
+// 12 x 8192^2 floats (3.2 GB) on the 0.8B shape. The released max_pixels
+// (16.7 MP) suits a GPU's fused attention, not a CPU.
+inline constexpr int64_t kMaxImagePixels = int64_t(1) << 21;
+
+// What the runtime and `reference --image` preprocess with: `folder`'s
+// preprocessor_config.json (a checkpoint's, or the copy a build keeps), else
+// the released Qwen3.5 settings; max_pixels capped at kMaxImagePixels, so a
+// larger image is scaled down as smart_resize scales any image above it.
+PreprocessorConfig preprocessor_config_in(const std::filesystem::path& folder);
+
 // HF's smart_resize: the (height, width) an image is resized to, both
 // multiples of `factor`, with about the same aspect ratio and a pixel count in
 // [min_pixels, max_pixels]. Python's round-half-to-even, and the
