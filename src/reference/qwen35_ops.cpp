@@ -86,17 +86,6 @@ void rotate_half(double* x, const double* cos, const double* sin, int64_t half) 
   }
 }
 
-void rope(double* x, const std::vector<double>& inv_freq, int64_t position) {
-  const int64_t half = int64_t(inv_freq.size());
-  std::vector<double> cos(inv_freq.size()), sin(inv_freq.size());
-  for (int64_t i = 0; i < half; ++i) {
-    const double angle = double(position) * inv_freq[size_t(i)];
-    cos[size_t(i)] = std::cos(angle);
-    sin[size_t(i)] = std::sin(angle);
-  }
-  rotate_half(x, cos.data(), sin.data(), half);
-}
-
 void mrope(double* x, const std::vector<double>& inv_freq, const int64_t section[3], int64_t pt, int64_t ph,
            int64_t pw) {
   const int64_t half = int64_t(inv_freq.size());
@@ -108,6 +97,11 @@ void mrope(double* x, const std::vector<double>& inv_freq, const int64_t section
     sin[size_t(j)] = std::sin(angle);
   }
   rotate_half(x, cos.data(), sin.data(), half);
+}
+
+void rope(double* x, const std::vector<double>& inv_freq, int64_t position) {
+  const int64_t one_stream[3] = {0, 0, 0};  // every frequency takes the T position
+  mrope(x, inv_freq, one_stream, position, position, position);
 }
 
 double causal_conv_step(double* window, const double* w, int64_t K, double input) {
