@@ -225,28 +225,26 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
   graph::GraphBuilder builder("main_graph");
   build_qwen35_graph(ckpt, decoder_opts, report.context_length, builder, recipe);
   report.node_count = builder.graph().node_size();
-  onnx::ModelProto model = graph::make_model(builder, {{"", 21}, {graph::kMsDomain, 1}}, 10, "deltagen");
 
   AtomicDir dir(out_dir);
-  graph::WriteOptions wopts;
-  wopts.external_data_threshold = opts.external_data_threshold;
-  wopts.progress = progress_printer(opts.show_progress);
-  graph::WriteResult written =
-      graph::write_model(std::move(model), builder.take_initializers(), dir.path() / kModelFile, wopts);
-  report.weight_bytes = written.weight_bytes;
-  report.external_data = written.external;
+  // Each model file (decoder, and with --vision the tower and the embedding),
+  // its weights converted as it is written; the decoder's show progress.
+  auto write = [&](graph::GraphBuilder& b, const char* file, bool progress) {
+    onnx::ModelProto model = graph::make_model(b, {{"", 21}, {graph::kMsDomain, 1}}, 10, "deltagen");
+    graph::WriteOptions wopts;
+    wopts.external_data_threshold = opts.external_data_threshold;
+    if (progress) wopts.progress = progress_printer(opts.show_progress);
+    graph::WriteResult written = graph::write_model(std::move(model), b.take_initializers(), dir.path() / file, wopts);
+    report.weight_bytes += written.weight_bytes;
+    return written;
+  };
+  report.external_data = write(builder, kModelFile, true).external;
   if (opts.vision) {
     graph::GraphBuilder vision("vision_graph"), embedding("embedding_graph");
     build_qwen35_vision_graph(ckpt, opts, vision);
     build_qwen35_embedding_graph(ckpt, opts, embedding, recipe);
-    const std::pair<graph::GraphBuilder*, const char*> models[] = {{&vision, kVisionFile}, {&embedding, kEmbeddingFile}};
-    for (auto [b, file] : models) {
-      onnx::ModelProto m = graph::make_model(*b, {{"", 21}, {graph::kMsDomain, 1}}, 10, "deltagen");
-      graph::WriteOptions o;
-      o.external_data_threshold = opts.external_data_threshold;
-      written = graph::write_model(std::move(m), b->take_initializers(), dir.path() / file, o);
-      report.weight_bytes += written.weight_bytes;
-    }
+    write(vision, kVisionFile, false);
+    write(embedding, kEmbeddingFile, false);
   }
 
   const std::optional<GenerationDefaults> gen = read_generation_config(ckpt.dir());

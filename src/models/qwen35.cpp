@@ -9,6 +9,7 @@
 
 #include "models/qwen35_graph.h"
 #include "models/qwen35_vision.h"
+#include "vision/mrope_positions.h"
 #include "deltagen/error.h"
 
 namespace deltagen {
@@ -221,7 +222,7 @@ void Graph::mrope_caches(DataType dtype) {
   const auto& sec = cfg_.mrope_section;
   std::vector<float> select(size_t(3 * half), 0.0f);
   for (int64_t j = 0; j < half; ++j) {
-    const int axis = (j % 3 == 1 && j < 3 * sec[1]) ? 1 : (j % 3 == 2 && j < 3 * sec[2]) ? 2 : 0;
+    const int axis = mrope_stream(j, sec[1], sec[2]);
     select[size_t(axis * half + j)] = float(std::pow(cfg_.rope_theta, -2.0 * double(j) / double(cfg_.rotary_dim())));
   }
   std::string freq = weight(computed_weight("model.rotary_emb.mrope_inv_freq", {3, half}, std::move(select),

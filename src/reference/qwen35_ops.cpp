@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "vision/mrope_positions.h"
+
 namespace deltagen::ref {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
@@ -91,7 +93,8 @@ void mrope(double* x, const std::vector<double>& inv_freq, const int64_t section
   const int64_t half = int64_t(inv_freq.size());
   std::vector<double> cos(inv_freq.size()), sin(inv_freq.size());
   for (int64_t j = 0; j < half; ++j) {
-    const int64_t p = (j % 3 == 1 && j < 3 * section[1]) ? ph : (j % 3 == 2 && j < 3 * section[2]) ? pw : pt;
+    const int stream = mrope_stream(j, section[1], section[2]);
+    const int64_t p = stream == 1 ? ph : stream == 2 ? pw : pt;
     const double angle = double(p) * inv_freq[size_t(j)];
     cos[size_t(j)] = std::cos(angle);
     sin[size_t(j)] = std::sin(angle);

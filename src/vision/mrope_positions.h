@@ -31,6 +31,16 @@ int64_t image_token_count(const ImageGrid& grid, int64_t merge);
 std::vector<int64_t> expand_image_pads(const std::vector<int64_t>& ids, int64_t image_token_id,
                                        const std::vector<int64_t>& tokens_per_image, const std::string& origin);
 
+// Which position stream rotary frequency j of the text model turns by, in
+// Qwen3.5's interleaved M-RoPE (mrope_section [sT, sH, sW]): 1 (H) when
+// j % 3 == 1 and j < 3 sH, 2 (W) when j % 3 == 2 and j < 3 sW, else 0 (T).
+// The float64 reference and the graph builder both read it from here.
+inline int mrope_stream(int64_t j, int64_t section_h, int64_t section_w) {
+  if (j % 3 == 1 && j < 3 * section_h) return 1;
+  if (j % 3 == 2 && j < 3 * section_w) return 2;
+  return 0;
+}
+
 // The (T, H, W) rotary positions of a run of tokens, one of each per token.
 struct MropePositions {
   std::vector<int64_t> t, h, w;
