@@ -19,6 +19,7 @@
 #include "chat/chat_template.h"
 #include "cli_errors.h"
 #include "measure/corpus.h"
+#include "tokenizer/text_file.h"
 #include "measure/fidelity_card.h"
 #include "runtime_fixtures.h"
 #include "serve/scheduler.h"
@@ -76,13 +77,13 @@ TEST(CorpusText, ValidatesBeforeMeasuring) {
   std::ofstream(dir / "tokenizer.json") << test::tiny_tokenizer_json();
   const fs::path good = write_text(dir, "good.txt", kText);
   std::string bytes;
-  const auto ids = measure::load_text_for_measuring(good, dir.path(), 16, &bytes);
+  const auto ids = load_text_for_measuring(good, dir.path(), 16, &bytes);
   EXPECT_EQ(bytes, kText);
   EXPECT_GT(ids.size(), 150u);
-  EXPECT_EQ(measure::validate_text_file(good), kText);
+  EXPECT_EQ(validate_text_file(good), kText);
 
   auto error = [&](const fs::path& file, int64_t min_tokens = 16) {
-    return error_message([&] { measure::load_text_for_measuring(file, dir.path(), min_tokens); });
+    return error_message([&] { load_text_for_measuring(file, dir.path(), min_tokens); });
   };
   EXPECT_EQ(error(dir / "missing.txt"), (dir / "missing.txt").string() + ": no such file");
   EXPECT_EQ(error(write_text(dir, "empty.txt", "")), (dir / "empty.txt").string() + ": the text is empty");
@@ -90,10 +91,10 @@ TEST(CorpusText, ValidatesBeforeMeasuring) {
   EXPECT_EQ(error(write_text(dir, "short.txt", "abc")),
             (dir / "short.txt").string() + ": too short: 3 tokens, need at least 16");
   EXPECT_EQ(error(good, 100000).find(good.string() + ": too short: "), 0u);
-  EXPECT_NE(error_message([&] { measure::load_text_for_measuring(good, dir / "none"); }).find("tokenizer.json"),
+  EXPECT_NE(error_message([&] { load_text_for_measuring(good, dir / "none"); }).find("tokenizer.json"),
             std::string::npos);
   // validate_text_file needs no tokenizer.
-  EXPECT_EQ(error_message([&] { measure::validate_text_file(dir / "bad.txt"); }),
+  EXPECT_EQ(error_message([&] { validate_text_file(dir / "bad.txt"); }),
             (dir / "bad.txt").string() + ": not valid UTF-8 (byte 3)");
 }
 
@@ -156,13 +157,13 @@ TEST(FidelityCard, RecordsTextSettingsDateAndQuantization) {
   const ordered_json card = measure::write_fidelity_card(model, small_options(text, golden_checkpoint()));
   const std::string file = test::read_text(model / "fidelity.json");
   EXPECT_EQ(ordered_json::parse(file), card);
-  const auto read = measure::read_fidelity_card(model);
+  const auto read = read_fidelity_card(model);
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(*read, card);
-  const auto via_file = measure::read_fidelity_card(model / "model.onnx");  // the .onnx file names its folder
+  const auto via_file = read_fidelity_card(model / "model.onnx");  // the .onnx file names its folder
   ASSERT_TRUE(via_file.has_value());
   EXPECT_EQ(*via_file, card);
-  EXPECT_FALSE(measure::read_fidelity_card(dir.path()).has_value());
+  EXPECT_FALSE(read_fidelity_card(dir.path()).has_value());
   EXPECT_EQ(file.find(dir.path().string()), std::string::npos) << "no machine paths in the card";
 
   EXPECT_EQ(card["card"], "deltagen fidelity card");
@@ -176,9 +177,9 @@ TEST(FidelityCard, RecordsTextSettingsDateAndQuantization) {
                                std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
       << card["date"];
   EXPECT_FALSE(card.contains("quantization"));
-  EXPECT_EQ(measure::card_summary_line(card).rfind("fidelity (vs tiny-a float64, 120 tokens of card.txt): mean KL ", 0),
+  EXPECT_EQ(card_summary_line(card).rfind("fidelity (vs tiny-a float64, 120 tokens of card.txt): mean KL ", 0),
             0u)
-      << measure::card_summary_line(card);
+      << card_summary_line(card);
 
   // A quantization plan beside the model is embedded as it is (key order too).
   const std::string plan = R"({"method": "rtn", "bits": 4, "layers": [{"name": "z", "bits": 8}, {"name": "a", "bits": 4}]})";

@@ -9,6 +9,7 @@
 
 #include "measure/compare.h"
 #include "measure/corpus.h"
+#include "tokenizer/text_file.h"
 #include "runtime/genai_config.h"
 #include "util/atomic_file.h"
 #include "util/sha256.h"
@@ -55,38 +56,6 @@ ordered_json parse_json_file(const fs::path& file) {
 
 // The longest window the model folder's genai_config.json allows (0 = unknown).
 int64_t model_context(const fs::path& model_dir) { return load_genai_config(model_dir / "genai_config.json").context_length; }
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string sci(double v) { return v == 0 ? std::string("0") : fmt("%.3e", v); }
-
-double number(const ordered_json& j, std::initializer_list<const char*> path) {
-  const ordered_json* p = &j;
-  for (const char* k : path) {
-    if (!p->is_object() || !p->contains(k)) return std::nan("");
-    p = &(*p)[k];
-  }
-  return p->is_number() ? p->get<double>() : std::nan("");
-}
-
-std::string text_of(const ordered_json& j, std::initializer_list<const char*> path) {
-  const ordered_json* p = &j;
-  for (const char* k : path) {
-    if (!p->is_object() || !p->contains(k)) return "?";
-    p = &(*p)[k];
-  }
-  return p->is_string() ? p->get<std::string>() : p->dump();
-}
-
-std::string reference_label(const ordered_json& card) {
-  std::string ref = text_of(card, {"reference", "name"});
-  if (text_of(card, {"reference", "kind"}) == "checkpoint") ref += " float64";
-  return ref;
-}
 
 }  // namespace
 
@@ -193,40 +162,6 @@ ordered_json write_fidelity_card(const fs::path& model_dir, const CardOptions& o
   ordered_json card = measure_fidelity_card(model_dir, o);
   write_file_atomic(model_dir / kFidelityCardFile, card.dump(2) + "\n");
   return card;
-}
-
-std::optional<ordered_json> read_fidelity_card(const fs::path& model_dir) {
-  std::error_code ec;
-  const fs::path dir = fs::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
-  const fs::path file = (dir.empty() ? fs::path(".") : dir) / kFidelityCardFile;
-  if (!fs::exists(file, ec)) return std::nullopt;
-  ordered_json card = parse_json_file(file);
-  if (!card.is_object()) fail(file.string(), "not a fidelity card (not a JSON object)");
-  return card;
-}
-
-std::string card_summary_line(const ordered_json& card) {
-  const double tokens = number(card, {"tokens"});
-  return "fidelity (vs " + reference_label(card) + ", " + (std::isnan(tokens) ? "?" : std::to_string(int64_t(tokens))) +
-         " tokens of " + text_of(card, {"text", "file"}) + "): mean KL " + sci(number(card, {"kl", "mean"})) +
-         ", p99 " + sci(number(card, {"kl", "p99"})) + ", top-1 " +
-         fmt("%.2f %%", 100 * number(card, {"top1_agreement"})) + ", ppl ratio " +
-         fmt("%.4f", number(card, {"ppl", "ratio"}));
-}
-
-std::string card_text(const ordered_json& card) {
-  std::string out;
-  out += "fidelity of " + text_of(card, {"model"}) + " vs " + reference_label(card) + ": " + text_of(card, {"tokens"}) +
-         " tokens of " + text_of(card, {"text", "file"}) + " (" + text_of(card, {"positions"}) +
-         " positions, windows of " + text_of(card, {"settings", "context"}) + ")\n";
-  out += "  mean KL     " + sci(number(card, {"kl", "mean"})) + "\n";
-  out += "  p99 KL      " + sci(number(card, {"kl", "p99"})) + "\n";
-  out += "  max KL      " + sci(number(card, {"kl", "max"})) + "\n";
-  out += "  top-1       " + fmt("%.2f %%", 100 * number(card, {"top1_agreement"})) + "\n";
-  out += "  ppl         " + fmt("%.4f", number(card, {"ppl", "model"})) + " (reference " +
-         fmt("%.4f", number(card, {"ppl", "reference"})) + "), ratio " + fmt("%.4f", number(card, {"ppl", "ratio"})) +
-         "\n";
-  return out;
 }
 
 }  // namespace deltagen::measure

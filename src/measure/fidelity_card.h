@@ -29,6 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/fidelity_card_file.h"
+
 namespace deltagen::measure {
 
 struct CardOptions {
@@ -64,16 +66,5 @@ nlohmann::ordered_json measure_fidelity_card(const std::filesystem::path& model_
 // measure_fidelity_card, then model_dir/fidelity.json written atomically (on
 // any Error nothing is written). Returns the card.
 nlohmann::ordered_json write_fidelity_card(const std::filesystem::path& model_dir, const CardOptions& o);
-
-inline constexpr const char* kFidelityCardFile = "fidelity.json";
-
-// model_dir/fidelity.json (model_dir may also be the .onnx file inside it);
-// nullopt when there is none; Error naming the file when it is not a JSON object.
-std::optional<nlohmann::ordered_json> read_fidelity_card(const std::filesystem::path& model_dir);
-
-// "fidelity (vs REF, N tokens of FILE): mean KL x, p99 x, top-1 x %, ppl ratio x"
-std::string card_summary_line(const nlohmann::ordered_json& card);
-// A few lines for `deltagen card`: the summary line's numbers, one per line.
-std::string card_text(const nlohmann::ordered_json& card);
 
 }  // namespace deltagen::measure

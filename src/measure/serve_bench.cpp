@@ -5,12 +5,13 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include <httplib.h>
 
-#include "chat/output_parser.h"
+#include "deltagen/error.h"
 #include "measure/progress.h"
-#include "serve/http_server.h"
+#include "runtime/genai_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltagen::measure {
@@ -19,12 +20,32 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::ordered_json;
 
-serve::SequenceEnd wait_end(serve::SequenceStream& stream) {
-  std::vector<serve::TokenEvent> ignored;
-  for (;;) {
-    if (auto end = stream.wait(ignored, std::chrono::milliseconds(100))) return std::move(*end);
-    ignored.clear();
-  }
+// ---- the client -------------------------------------------------------------------------------
+
+// POSTs `body` and returns the JSON answer; Error naming the route when the
+// server does not answer 200.
+ordered_json post_json(int port, const std::string& route, const ordered_json& body) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(600);
+  const httplib::Result r = client.Post(route, body.dump(), "application/json");
+  if (!r) fail("bench-serve", route + ": no answer from the server");
+  if (r->status != 200) fail("bench-serve", route + ": HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 300));
+  return ordered_json::parse(r->body);
+}
+
+std::string get_metrics(int port) {
+  httplib::Client client("127.0.0.1", port);
+  const httplib::Result r = client.Get("/metrics");
+  if (!r || r->status != 200) fail("bench-serve", "/metrics: no answer from the server");
+  return r->body;
+}
+
+// The value of the /metrics sample named exactly `series` (name and labels); 0 when absent.
+double metric_value(const std::string& metrics, const std::string& series) {
+  const std::string key = series + " ";
+  for (size_t at = metrics.find(key); at != std::string::npos; at = metrics.find(key, at + 1))
+    if (at == 0 || metrics[at - 1] == '\n') return std::strtod(metrics.c_str() + at + key.size(), nullptr);
+  return 0;
 }
 
 std::vector<int64_t> random_prompt(int64_t length, int64_t vocab, uint32_t seed) {
@@ -36,33 +57,44 @@ std::vector<int64_t> random_prompt(int64_t length, int64_t vocab, uint32_t seed)
 
 // ---- streams -----------------------------------------------------------------------------
 
-std::vector<StreamsRow> bench_streams(const std::shared_ptr<Engine>& engine, const ServeBenchOptions& o,
+std::vector<StreamsRow> bench_streams(const StartBenchServer& start, int64_t vocab, const ServeBenchOptions& o,
                                       Progress& progress) {
   std::vector<StreamsRow> rows;
   for (int64_t k : o.streams) {
     StreamsRow row;
     row.streams = k;
-    serve::Scheduler scheduler(engine, {.parallel = k, .prefill_chunk = 512, .cache = false});
+    const std::unique_ptr<BenchServer> server = start({.parallel = k, .cache = false});
+    const std::string steps_series = "deltagen_decode_steps_by_rows_total{rows=\"" + std::to_string(k) + "\"}";
+    const std::string seconds_series = "deltagen_decode_seconds_by_rows_total{rows=\"" + std::to_string(k) + "\"}";
     for (int64_t run = 0; run < std::max<int64_t>(1, o.runs); ++run) {
       progress.show("bench-serve: " + std::to_string(k) + " streams, run " + std::to_string(run + 1), true);
-      const serve::SchedulerStats before = scheduler.stats();
-      std::vector<std::shared_ptr<serve::SequenceStream>> streams;
-      for (int64_t i = 0; i < k; ++i) {
-        serve::SequenceRequest r;
-        r.prompt = random_prompt(o.prompt_tokens, engine->vocab_size(), uint32_t(run * 100 + i));
-        r.options.max_new_tokens = o.gen_tokens;
-        r.options.stop_at_eos = false;
-        streams.push_back(scheduler.submit(std::move(r)));
-      }
-      for (auto& s : streams) wait_end(*s);
-      // Only the steps that ran all k sequences: the steady state, not the
-      // ramp while the prompts are still being prefilled.
-      const serve::SchedulerStats after = scheduler.stats();
-      const int64_t steps = after.steps_by_rows[size_t(k)] - before.steps_by_rows[size_t(k)];
-      const double seconds = after.seconds_by_rows[size_t(k)] - before.seconds_by_rows[size_t(k)];
-      if (steps > 0 && seconds > 0 && double(k * steps) / seconds > row.decode_tokens_per_second) {
-        row.decode_tokens_per_second = double(k * steps) / seconds;
-        row.step_ms = seconds / double(steps) * 1000;
+      const std::string before = get_metrics(server->port());
+      std::vector<std::string> errors(static_cast<size_t>(k));
+      std::vector<std::thread> clients;
+      for (int64_t i = 0; i < k; ++i)
+        clients.emplace_back([&, i] {
+          const ordered_json body = {{"prompt", random_prompt(o.prompt_tokens, vocab, uint32_t(run * 100 + i))},
+                                     {"max_tokens", o.gen_tokens},
+                                     {"temperature", 0},
+                                     {"ignore_eos", true}};
+          try {
+            post_json(server->port(), "/v1/completions", body);
+          } catch (const std::exception& e) {
+            errors[size_t(i)] = e.what();
+          }
+        });
+      for (std::thread& c : clients) c.join();
+      for (const std::string& e : errors)
+        if (!e.empty()) fail("bench-serve", e);
+      // Only the steps that ran all k sequences (the server counts steps by
+      // their width): the steady state, not the ramp while the prompts are
+      // still being prefilled.
+      const std::string after = get_metrics(server->port());
+      const double steps = metric_value(after, steps_series) - metric_value(before, steps_series);
+      const double seconds = metric_value(after, seconds_series) - metric_value(before, seconds_series);
+      if (steps > 0 && seconds > 0 && double(k) * steps / seconds > row.decode_tokens_per_second) {
+        row.decode_tokens_per_second = double(k) * steps / seconds;
+        row.step_ms = seconds / steps * 1000;
       }
     }
     rows.push_back(row);
@@ -112,12 +144,13 @@ class TurnText {
   size_t pos_ = 0;
 };
 
-std::vector<TurnRow> bench_turns(const std::shared_ptr<Engine>& engine, const ServeBenchOptions& o, Progress& progress) {
-  serve::Scheduler cached(engine, {.parallel = 1}), uncached(engine, {.parallel = 1, .cache = false});
-  const ChatTemplate chat_template = ChatTemplate::for_model(o.model);
-  serve::Service with_cache(engine, chat_template, cached, {"bench"});
-  serve::Service without_cache(engine, chat_template, uncached, {"bench"});
-  TurnText text(engine->tokenizer(), o.text);
+// The whole history each turn, the OpenAI way, to a server with the prompt
+// cache and to one without; usage and timings say what each prefilled.
+std::vector<TurnRow> bench_turns(const StartBenchServer& start, const ServeBenchOptions& o, Progress& progress) {
+  const std::unique_ptr<BenchServer> cached = start({.parallel = 1, .cache = true});
+  const std::unique_ptr<BenchServer> uncached = start({.parallel = 1, .cache = false});
+  const Tokenizer tokenizer = Tokenizer::load(o.model);
+  TurnText text(tokenizer, o.text);
   ordered_json messages = ordered_json::array();
   std::vector<TurnRow> rows;
   for (int64_t turn = 1; turn <= o.turns; ++turn) {
@@ -128,44 +161,40 @@ std::vector<TurnRow> bench_turns(const std::shared_ptr<Engine>& engine, const Se
                                {"temperature", 0},
                                {"ignore_eos", true},
                                {"chat_template_kwargs", {{"enable_thinking", false}}}};
-    auto run = [&](const serve::Service& service) {
-      serve::PreparedChat p = service.prepare_chat(body.dump());
-      return wait_end(*service.scheduler().submit(std::move(p.sequence)));
+    const ordered_json a = post_json(cached->port(), "/v1/chat/completions", body);
+    const ordered_json b = post_json(uncached->port(), "/v1/chat/completions", body);
+    auto ttft_ms = [](const ordered_json& r) {
+      return r["timings"]["queue_ms"].get<double>() + r["timings"]["prompt_ms"].get<double>();
     };
-    const serve::SequenceEnd a = run(with_cache), b = run(without_cache);
+    auto reply = [](const ordered_json& r) { return r["choices"][0]["message"].value("content", std::string()); };
     TurnRow row;
     row.turn = turn;
-    row.prompt_tokens = a.prompt_tokens;
-    row.cached_tokens = a.cached_tokens;
-    row.prefilled_tokens = a.prefilled_tokens;
-    row.ttft_ms = (a.queue_seconds + a.prefill_seconds) * 1000;
-    row.uncached_prefilled_tokens = b.prefilled_tokens;
-    row.uncached_ttft_ms = (b.queue_seconds + b.prefill_seconds) * 1000;
-    row.same_reply = a.generated_ids == b.generated_ids;
+    row.prompt_tokens = a["usage"]["prompt_tokens"].get<int64_t>();
+    row.cached_tokens = a["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    row.prefilled_tokens = a["timings"]["prompt_n"].get<int64_t>();
+    row.ttft_ms = ttft_ms(a);
+    row.uncached_prefilled_tokens = b["timings"]["prompt_n"].get<int64_t>();
+    row.uncached_ttft_ms = ttft_ms(b);
+    row.same_reply = reply(a) == reply(b);
     rows.push_back(row);
-    messages.push_back({{"role", "assistant"}, {"content", parse_chat_output(a.text, {}).content}});
+    messages.push_back({{"role", "assistant"}, {"content", reply(a)}});
   }
   return rows;
 }
 
 // ---- http ---------------------------------------------------------------------------------------
 
-HttpRow bench_http(const std::shared_ptr<Engine>& engine, const ServeBenchOptions& o, Progress& progress) {
+HttpRow bench_http(const StartBenchServer& start, int64_t vocab, const ServeBenchOptions& o, Progress& progress) {
   progress.show("bench-serve: a streamed completion over HTTP", true);
-  serve::Scheduler scheduler(engine, {.parallel = 1, .cache = false});
-  serve::Service service(engine, ChatTemplate::for_model(o.model), scheduler, {"bench"});
-  serve::HttpServer server(service, {.port = 0, .threads = 4});
-  const int port = server.bind();
-  std::thread serving([&] { server.run(); });
-
-  const std::vector<int64_t> prompt = random_prompt(o.prompt_tokens, engine->vocab_size(), 99);
+  const std::unique_ptr<BenchServer> server = start({.parallel = 1, .cache = false});
+  const std::vector<int64_t> prompt = random_prompt(o.prompt_tokens, vocab, 99);
   const ordered_json body = {{"prompt", prompt}, {"max_tokens", o.http_tokens}, {"temperature", 0},
                              {"ignore_eos", true}, {"stream", true}};
   std::vector<Clock::time_point> arrivals;
   double decode_ms = 0, stream_ms = 0;
   int64_t generated = 0;
   std::string pending;
-  httplib::Client client("127.0.0.1", port);
+  httplib::Client client("127.0.0.1", server->port());
   client.set_read_timeout(600);
   httplib::Request req;
   req.method = "POST";
@@ -189,8 +218,6 @@ HttpRow bench_http(const std::shared_ptr<Engine>& engine, const ServeBenchOption
     return true;
   };
   const httplib::Result result = client.send(req);
-  server.stop();
-  serving.join();
   if (!result || result->status != 200) fail("bench-serve", "the streamed completion failed");
 
   HttpRow row;
@@ -208,16 +235,18 @@ HttpRow bench_http(const std::shared_ptr<Engine>& engine, const ServeBenchOption
 
 }  // namespace
 
-ServeBenchReport run_serve_bench(const ServeBenchOptions& o) {
+ServeBenchReport run_serve_bench(const ServeBenchOptions& o, const StartBenchServer& start_server) {
+  if (!std::filesystem::is_regular_file(o.model / "tokenizer.json"))
+    fail(o.model.string(), "bench-serve needs a tokenizer.json in the model folder");
+  int64_t vocab = load_genai_config(o.model / "genai_config.json").vocab_size;
+  if (vocab <= 0) vocab = Tokenizer::load(o.model).vocab_size();
   Progress progress(o.progress);
-  std::shared_ptr<Engine> engine = Engine::load(o.model, o.engine);
-  if (!engine->has_tokenizer()) fail(o.model.string(), "bench-serve needs a tokenizer.json in the model folder");
   ServeBenchReport report;
   report.model = o.model.string();
-  report.threads = o.engine.threads;
-  if (!o.streams.empty()) report.streams = bench_streams(engine, o, progress);
-  if (o.turns > 0) report.turns = bench_turns(engine, o, progress);
-  if (o.http) report.http.push_back(bench_http(engine, o, progress));
+  report.threads = o.threads;
+  if (!o.streams.empty()) report.streams = bench_streams(start_server, vocab, o, progress);
+  if (o.turns > 0) report.turns = bench_turns(start_server, o, progress);
+  if (o.http) report.http.push_back(bench_http(start_server, vocab, o, progress));
   progress.done();
   return report;
 }

@@ -1,5 +1,5 @@
-// `deltagen bench-serve`: what the server delivers, measured on the same
-// code paths it runs (docs/serve.md):
+// `deltagen bench-serve`: what the server delivers, measured as its clients
+// see it, over HTTP on loopback (docs/serve.md):
 //   streams   aggregate decode tokens/s with 1, 2, 4, 8 sequences decoding
 //             together (continuous batching: one batched step for all);
 //   turns     a multi-turn conversation sent the OpenAI way (the whole
@@ -7,21 +7,39 @@
 //             per turn, with the prompt cache and without;
 //   http      the cost of HTTP, JSON and SSE per streamed token: a stream
 //             read over loopback against the scheduler's own decode time.
+// The bench is a client: it sees the server only through HTTP (the OpenAI
+// routes, `usage`, `timings` and /metrics), and whoever runs it starts the
+// servers it asks for (tools/cmd_bench_serve.cpp starts `deltagen serve`'s
+// own, in process, on one loaded model).
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "deltagen/deltagen.h"
-
 namespace deltagen::measure {
 
+// A server the bench talks to, listening on loopback; stopped when destroyed.
+class BenchServer {
+ public:
+  virtual ~BenchServer() = default;
+  virtual int port() const = 0;
+};
+
+// What the bench needs of a server: rows that decode together, prompt cache on or off.
+struct BenchServerConfig {
+  int64_t parallel = 1;
+  bool cache = true;
+};
+using StartBenchServer = std::function<std::unique_ptr<BenchServer>(const BenchServerConfig&)>;
+
 struct ServeBenchOptions {
-  std::filesystem::path model;
-  EngineOptions engine;
+  std::filesystem::path model;                  // its genai_config.json and tokenizer.json shape the requests
+  int threads = 0;                              // reported only: the servers' setting
   std::vector<int64_t> streams = {1, 2, 4, 8};  // empty: skip
   int64_t prompt_tokens = 64;                   // per stream
   int64_t gen_tokens = 128;                     // per stream
@@ -69,7 +87,7 @@ struct ServeBenchReport {
   std::vector<HttpRow> http;
 };
 
-ServeBenchReport run_serve_bench(const ServeBenchOptions& options);
+ServeBenchReport run_serve_bench(const ServeBenchOptions& options, const StartBenchServer& start_server);
 nlohmann::json to_json(const ServeBenchReport& report);
 std::string to_markdown(const ServeBenchReport& report);
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "deltagen/error.h"
-#include "measure/corpus.h"
+#include "tokenizer/text_file.h"
 
 namespace deltagen {
 
@@ -23,12 +23,12 @@ const quant::InputStats* Calibration::find(const std::string& weight) const {
 
 std::vector<int64_t> calibration_ids(const std::filesystem::path& text, const std::filesystem::path& tokenizer_dir,
                                      int64_t min_tokens) {
-  measure::validate_text_file(text);
+  validate_text_file(text);
   if (!std::filesystem::exists(tokenizer_dir / "tokenizer.json"))
     fail((tokenizer_dir / "tokenizer.json").string(),
          "missing: calibration text is encoded with the checkpoint's tokenizer (copy tokenizer.json and "
          "tokenizer_config.json next to its config.json)");
-  return measure::load_text_for_measuring(text, tokenizer_dir, min_tokens);
+  return load_text_for_measuring(text, tokenizer_dir, min_tokens);
 }
 
 Calibration calibrate(const ReferenceModel& model, const std::vector<int64_t>& ids, const CalibrationOptions& o) {

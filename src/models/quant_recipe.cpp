@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "deltagen/error.h"
-#include "measure/corpus.h"
+#include "tokenizer/text_file.h"
 #include "models/mixed_precision.h"
 
 namespace deltagen {
@@ -64,7 +64,7 @@ void validate_quantization_options(const BuildOptions& o) {
       fail("--bits-budget", "must be a number of bits per weight in [2, 16], got " + std::to_string(o.bits_budget));
   }
   // The text's own checks (exists, not empty, UTF-8) before any slow work.
-  if (!o.calibration.empty()) measure::validate_text_file(o.calibration);
+  if (!o.calibration.empty()) validate_text_file(o.calibration);
 }
 
 QuantRecipe prepare_quantization(const Checkpoint& ckpt, const BuildOptions& o, const PrecisionPlan& plan) {

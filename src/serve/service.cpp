@@ -11,7 +11,7 @@
 #include <mutex>
 #include <random>
 
-#include "measure/fidelity_card.h"
+#include "runtime/fidelity_card_file.h"
 #include "runtime/engine_impl.h"
 #include "runtime/image_prompt.h"
 #include "serve/data_url.h"
@@ -61,7 +61,7 @@ Service::Service(std::shared_ptr<Engine> engine, ChatTemplate chat_template, Sch
       chat_stop_ids_(reply_end_ids(engine_->tokenizer())),
       created_(unix_time()) {
   // A card that does not parse stops the server at start (an Error naming the file).
-  if (auto card = measure::read_fidelity_card(engine_->model_dir())) fidelity_ = std::move(*card);
+  if (auto card = read_fidelity_card(engine_->model_dir())) fidelity_ = std::move(*card);
 }
 
 SamplingOptions Service::defaults() const { return engine_->sampling_defaults(); }
@@ -325,6 +325,19 @@ std::string Service::metrics() const {
   metric("prefill_seconds_total", "counter", "Time spent in prefill runs.", s.prefill_seconds);
   metric("decode_seconds_total", "counter", "Time spent in decode steps.", s.decode_seconds);
   metric("decode_steps_total", "counter", "Batched decode steps.", double(s.decode_steps));
+  // By the number of sequences a step ran: how full the batches are, and the
+  // step time at each width (what `deltagen bench-serve` reads).
+  auto by_rows = [&](const char* name, const char* help, const auto& values) {
+    for (size_t rows = 1; rows < values.size(); ++rows) {
+      const std::string label = "{rows=\"" + std::to_string(rows) + "\"}";
+      if (rows == 1)
+        metric(name, "counter", help, double(values[rows]), label.c_str());
+      else
+        sample(name, label.c_str(), double(values[rows]));
+    }
+  };
+  by_rows("decode_steps_by_rows_total", "Decode steps by the number of sequences they ran.", s.steps_by_rows);
+  by_rows("decode_seconds_by_rows_total", "Wall time of the decode steps by the number of sequences.", s.seconds_by_rows);
   metric("prefill_tokens_per_second", "gauge", "Prompt tokens per second of prefill time, since start.",
          s.prefill_seconds > 0 ? double(s.prefilled_tokens) / s.prefill_seconds : 0.0);
   metric("decode_tokens_per_second", "gauge", "Generated tokens per second of decode time (all streams), since start.",

@@ -8,23 +8,59 @@
 // conversation's prefilled tokens and time to first token per turn, with
 // and without the prompt cache; HTTP + SSE cost per streamed token.
 // --streams "" or --turns 0 skip a part.
+//
+// The bench is an HTTP client (measure/); the servers it measures are
+// `deltagen serve`'s own, started here in this process on one loaded model.
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "measure/serve_bench.h"
+#include "serve/http_server.h"
+#include "serve/scheduler.h"
+#include "serve/service.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/generation_flags.h"
 
 namespace deltagen {
+namespace {
+
+// `deltagen serve` on loopback, any free port: a scheduler with the bench's
+// rows and cache setting, the service and the HTTP server on their thread.
+class InProcessServer final : public measure::BenchServer {
+ public:
+  InProcessServer(const std::shared_ptr<Engine>& engine, const std::filesystem::path& model,
+                  const measure::BenchServerConfig& config)
+      : scheduler_(engine, {.parallel = config.parallel, .cache = config.cache}),
+        service_(engine, ChatTemplate::for_model(model), scheduler_, {.model_name = "bench"}),
+        http_(service_, {.host = "127.0.0.1", .port = 0}),
+        port_(http_.bind()),
+        serving_([this] { http_.run(); }) {}
+  ~InProcessServer() override {
+    http_.stop();
+    serving_.join();
+  }
+  int port() const override { return port_; }
+
+ private:
+  serve::Scheduler scheduler_;
+  serve::Service service_;
+  serve::HttpServer http_;
+  int port_;
+  std::thread serving_;
+};
+
+}  // namespace
 
 int cmd_bench_serve(int argc, char** argv) {
   Args args(argc, argv, {"json", "markdown", "no-http"});
   measure::ServeBenchOptions o;
   o.model = args.require("model");
-  o.engine = parse_engine_flags(args);
+  const EngineOptions engine_options = parse_engine_flags(args);
+  o.threads = engine_options.threads;
   if (auto streams = args.get("streams")) o.streams = streams->empty() ? std::vector<int64_t>() : parse_ids(*streams, "--streams");
   for (int64_t k : o.streams)
     if (k < 1 || k > 256) fail("--streams", "each count must be between 1 and 256");
@@ -45,7 +81,11 @@ int cmd_bench_serve(int argc, char** argv) {
     fail("bench-serve", "token counts must be positive (--gen and --http-tokens at least 2)");
   o.progress = ::isatty(STDERR_FILENO) != 0;
 
-  const measure::ServeBenchReport report = measure::run_serve_bench(o);
+  const std::shared_ptr<Engine> engine = Engine::load(o.model, engine_options);
+  const measure::ServeBenchReport report =
+      measure::run_serve_bench(o, [&](const measure::BenchServerConfig& config) -> std::unique_ptr<measure::BenchServer> {
+        return std::make_unique<InProcessServer>(engine, o.model, config);
+      });
   if (json_out) {
     std::ofstream out(*json_out);
     out << measure::to_json(report).dump(2) << "\n";

@@ -171,7 +171,7 @@ int cmd_build(int argc, char** argv) {
   if (card) {
     std::fflush(stdout);
     const nlohmann::ordered_json c = measure::write_fidelity_card(out_dir, *card);
-    std::printf("wrote %s/%s: %s\n", out_dir.c_str(), measure::kFidelityCardFile, measure::card_summary_line(c).c_str());
+    std::printf("wrote %s/%s: %s\n", out_dir.c_str(), kFidelityCardFile, card_summary_line(c).c_str());
   }
   return 0;
 }

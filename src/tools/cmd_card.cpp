@@ -38,8 +38,8 @@ int cmd_card(int argc, char** argv) {
   if (as_json) {
     std::fputs((card.dump(2) + "\n").c_str(), stdout);
   } else {
-    const std::string file = (std::filesystem::path(model_dir) / measure::kFidelityCardFile).string();
-    std::printf("wrote %s\n%s", file.c_str(), measure::card_text(card).c_str());
+    const std::string file = (std::filesystem::path(model_dir) / kFidelityCardFile).string();
+    std::printf("wrote %s\n%s", file.c_str(), card_text(card).c_str());
   }
   return 0;
 }

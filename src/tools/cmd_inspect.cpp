@@ -16,7 +16,7 @@
 #include "graph/model_diff.h"
 #include "graph/model_summary.h"
 #include "measure/ep_placement.h"
-#include "measure/fidelity_card.h"
+#include "runtime/fidelity_card_file.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "deltagen/error.h"
@@ -49,14 +49,14 @@ int cmd_inspect(int argc, char** argv) {
     text = as_json ? graph::diff_json(d).dump(2) + "\n" : graph::diff_text(d);
   } else {
     // The card lives beside the model; graph/ knows nothing of measurements.
-    const auto card = measure::read_fidelity_card(s.file);
+    const auto card = read_fidelity_card(s.file);
     if (as_json) {
       nlohmann::json j = graph::summary_json(s);
       if (card) j["fidelity"] = nlohmann::json(*card);  // keys sorted like the rest of the summary
       text = j.dump(2) + "\n";
     } else {
       text = graph::summary_text(s);
-      if (card) text += measure::card_summary_line(*card) + "\n";
+      if (card) text += card_summary_line(*card) + "\n";
     }
   }
   std::fputs(text.c_str(), stdout);
