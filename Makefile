@@ -35,7 +35,9 @@ configure: setup $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo runs the CLI alone: only it and its library are built.
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target deltagen
 	@bash scripts/demo.sh $(BUILD)/deltagen $(DEMO_DIR)
 
 # The WebGPU tests need a Vulkan adapter: lavapipe where the machine has none
@@ -50,7 +52,7 @@ check: build setup-webgpu
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
 
 $(ASAN_BUILD)/CMakeCache.txt: | setup
-	cmake -S . -B $(ASAN_BUILD) -DDELTAGEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake -S . -B $(ASAN_BUILD) -DDELTAGEN_SANITIZE=ON -DDELTAGEN_EXTRAS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 
 test-asan: setup setup-webgpu $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)

@@ -33,7 +33,7 @@ namespace {
 using kernels::AttentionShape;
 using test::TempDir;
 
-std::vector<float> random_values(size_t n, std::mt19937& rng) {
+std::vector<float> uniform_values(size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng);
@@ -56,13 +56,13 @@ TEST(Attention, KernelMatchesTheDefinitionAtEveryLevel) {
   for (const Case& c : cases) {
     const AttentionShape& s = c.s;
     const int64_t hd = s.head_dim, half = s.rotary_dim / 2;
-    auto q = random_values(size_t(s.batch * s.seq * s.heads * hd), rng);
-    auto k = random_values(size_t(s.batch * s.seq * s.kv_heads * hd), rng);
-    auto v = random_values(k.size(), rng);
-    auto cache_k = random_values(size_t(s.batch * s.kv_heads * s.capacity * hd), rng);
-    auto cache_v = random_values(cache_k.size(), rng);
-    auto cos = random_values(size_t(std::max<int64_t>(1, s.rotary_positions * half)), rng);
-    auto sin = random_values(cos.size(), rng);
+    auto q = uniform_values(size_t(s.batch * s.seq * s.heads * hd), rng);
+    auto k = uniform_values(size_t(s.batch * s.seq * s.kv_heads * hd), rng);
+    auto v = uniform_values(k.size(), rng);
+    auto cache_k = uniform_values(size_t(s.batch * s.kv_heads * s.capacity * hd), rng);
+    auto cache_v = uniform_values(cache_k.size(), rng);
+    auto cos = uniform_values(size_t(std::max<int64_t>(1, s.rotary_positions * half)), rng);
+    auto sin = uniform_values(cos.size(), rng);
 
     // The definition, from the reference model's pieces (reference/qwen35_ops.h):
     // new keys/values into copies of the caches, then attention. The tables
@@ -122,10 +122,10 @@ TEST(Attention, ARowsOutputDoesNotDependOnHowThePromptIsSplit) {
   std::mt19937 rng(7);
   for (const AttentionShape& whole : {AttentionShape{1, 45, 8, 2, 256, 64, 64, 64}, AttentionShape{1, 45, 6, 3, 24, 64, 8, 64}}) {
     const int64_t hd = whole.head_dim, half = whole.rotary_dim / 2, seq = whole.seq;
-    const auto q = random_values(size_t(seq * whole.heads * hd), rng);
-    const auto k = random_values(size_t(seq * whole.kv_heads * hd), rng);
-    const auto v = random_values(k.size(), rng);
-    const auto cos = random_values(size_t(whole.rotary_positions * half), rng), sin = random_values(cos.size(), rng);
+    const auto q = uniform_values(size_t(seq * whole.heads * hd), rng);
+    const auto k = uniform_values(size_t(seq * whole.kv_heads * hd), rng);
+    const auto v = uniform_values(k.size(), rng);
+    const auto cos = uniform_values(size_t(whole.rotary_positions * half), rng), sin = uniform_values(cos.size(), rng);
     for (auto level : levels.runnable) {
       // Runs [cuts[i], cuts[i+1]) into one cache; cuts {0, seq} is the single run.
       auto run = [&](const std::vector<int64_t>& cuts) {

@@ -18,6 +18,7 @@
 #include "measure/stats.h"
 #include "models/build.h"
 #include "synth/synth.h"
+#include "runtime_fixtures.h"
 #include "test_util.h"
 #include "deltagen/error.h"
 
@@ -31,15 +32,7 @@ using test::golden_checkpoint;
 using test::run_cli;
 using test::TempDir;
 
-// The golden checkpoint built once per test process.
-const fs::path& golden_model_dir() {
-  static TempDir dir;
-  static const fs::path out = [] {
-    build_model(*Checkpoint::open(golden_checkpoint()), BuildOptions{}, dir / "golden");
-    return dir / "golden";
-  }();
-  return out;
-}
+using test::golden_model_dir;  // one fp32 build of the golden checkpoint per process
 
 // Small and quick: the tests check the fields, not the speed.
 BenchOptions small_options() {
@@ -202,7 +195,7 @@ TEST(Bench, OneModelReportsEveryField) {
   expect_sane_model(r.models[0], o);
   EXPECT_TRUE(r.pairs.empty());
   EXPECT_GT(r.peak_rss_bytes, 0);
-  EXPECT_EQ(r.models[0].label, "golden");
+  EXPECT_EQ(r.models[0].label, golden_model_dir().filename().string());  // the folder names it
 
   // Every report form carries the numbers.
   nlohmann::json j = measure::to_json(r);
@@ -288,8 +281,9 @@ TEST(BenchCli, JsonAndMarkdown) {
   r = run_cli({"bench", "--model", dir, "--vs", dir, "--prompt", "12", "--gen", "4", "--runs", "2", "--warmup", "0",
                "--threads", "1", "--markdown"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("| A: golden |"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("| B: golden |"), std::string::npos) << r.out;
+  const std::string label = golden_model_dir().filename().string();  // the folder names the model
+  EXPECT_NE(r.out.find("| A: " + label + " |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| B: " + label + " |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
 }
 
@@ -311,8 +305,9 @@ TEST(BenchCli, SessionConfigEntriesReachTheSession) {
   EXPECT_EQ(r.exit_code, 1) << "the B side's entries must reach B's session";
   r = with({"--vs", dir, "--vs-session-config", "session.load_model_format=ONNX,session.disable_prepacking=1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("| A: golden |"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("| B: golden [session.load_model_format=ONNX] [session.disable_prepacking=1] |"),
+  const std::string label = golden_model_dir().filename().string();
+  EXPECT_NE(r.out.find("| A: " + label + " |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| B: " + label + " [session.load_model_format=ONNX] [session.disable_prepacking=1] |"),
             std::string::npos)
       << r.out;
   for (const char* bad : {"nokey", "=1", "a=1,,b=2"}) {
@@ -333,6 +328,35 @@ TEST(BenchCli, BadInput) {
   EXPECT_EQ(r.exit_code, 1);
   r = run_cli({"bench", "--model", "/nonexistent/model"});
   EXPECT_EQ(r.exit_code, 1);
+}
+
+// `deltagen bench-serve` is an HTTP client of servers the CLI starts on the
+// golden model (with the tiny tokenizer): every part reports, the cached
+// conversation prefills only what is new, and cache on and off agree.
+TEST(BenchServe, CliMeasuresStreamsTurnsAndHttp) {
+  const std::string dir = test::golden_chat_model_dir().string();
+  const auto r = run_cli({"bench-serve", "--model", dir, "--streams", "1,2", "--prompt", "8", "--gen", "6", "--runs", "1",
+                          "--turns", "3", "--turn-tokens", "12", "--reply", "4", "--http-tokens", "6", "--threads", "1",
+                          "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["streams"].size(), 2u) << r.out;
+  for (const auto& row : j["streams"]) {
+    EXPECT_GT(row["decode_tokens_per_second"].get<double>(), 0) << row;
+    EXPECT_GT(row["step_ms"].get<double>(), 0) << row;
+  }
+  EXPECT_DOUBLE_EQ(j["streams"][0]["speedup"].get<double>(), 1.0);
+  ASSERT_EQ(j["turns"].size(), 3u) << r.out;
+  for (size_t k = 0; k < 3; ++k) {
+    const auto& t = j["turns"][k];
+    EXPECT_TRUE(t["same_reply"].get<bool>()) << t;
+    EXPECT_EQ(t["uncached_prefilled_tokens"], t["prompt_tokens"]) << t;
+    EXPECT_EQ(t["cached_tokens"].get<int64_t>() + t["prefilled_tokens"].get<int64_t>(), t["prompt_tokens"].get<int64_t>()) << t;
+    if (k > 0) EXPECT_GT(t["cached_tokens"].get<int64_t>(), 0) << "turn " << k + 1 << ": " << t;
+  }
+  ASSERT_EQ(j["http"].size(), 1u);
+  EXPECT_EQ(j["http"][0]["tokens"], 6);
+  EXPECT_GT(j["http"][0]["client_ms_per_token"].get<double>(), 0);
 }
 
 }  // namespace

@@ -33,7 +33,6 @@ using test::StepRunner;
 using test::TempDir;
 
 constexpr int64_t kLayers = 24, kLinearLayers = 18, kFullLayers = 6;
-const std::vector<int64_t> kPrompt = {5, 17, 300, 42, 7, 99, 123, 256, 1, 400, 33, 77};
 
 // tiny widths, 24 layers, head_dim 64 (rotary 16: GroupQueryAttention can rotate it).
 const fs::path& checkpoint24() {
@@ -260,7 +259,7 @@ TEST(BuilderGraph, ChannelsLastConvDropsTheTransposesAndKeepsTheStateTransposed)
   for (const auto* n : nodes_of(last.model(), "com.microsoft.CausalConvWithState"))
     EXPECT_EQ(int_attr(*n, "channels_last"), 1);
   StepRunner a(last.file()), b(first.file());
-  EXPECT_EQ(test::max_abs_diff(a.step(kPrompt), b.step(kPrompt)), 0.0);
+  EXPECT_EQ(test::max_abs_diff(a.step(test::kGoldenPrompt), b.step(test::kGoldenPrompt)), 0.0);
   const std::vector<int64_t> cf = b.state_shape("past_key_values.0.conv_state");
   const std::vector<int64_t> cl = a.state_shape("past_key_values.0.conv_state");
   ASSERT_EQ(cf.size(), 3u);
@@ -308,7 +307,7 @@ TEST(BuilderGraph, StateStaysFp32UnlessAsked) {
   EXPECT_EQ(elem_type(s.model(), "past_key_values.0.recurrent_state"), onnx::TensorProto_DataType_FLOAT16);
   EXPECT_EQ(elem_type(s.model(), "present.0.conv_state"), onnx::TensorProto_DataType_FLOAT16);
   StepRunner run(s.file());
-  run.step(kPrompt);
+  run.step(test::kGoldenPrompt);
   run.step({3});  // the fp16 state goes back in
 }
 
@@ -323,7 +322,7 @@ TEST(BuilderGraph, Q4F16GraphRunsOnCpuWithFp16Norms) {
     if (t.name().find("_scales") != std::string::npos) EXPECT_EQ(t.data_type(), onnx::TensorProto_DataType_FLOAT16);
   EXPECT_EQ(b.count("Cast"), 2 + 4 * kLinearLayers);
   StepRunner run(b.file());
-  EXPECT_EQ(run.step(kPrompt).size(), kPrompt.size() * 512);
+  EXPECT_EQ(run.step(test::kGoldenPrompt).size(), test::kGoldenPrompt.size() * 512);
 }
 
 TEST(BuilderGraph, TiedQuantizedTableIsStoredOnceAndGatheredBlockwise) {
@@ -394,7 +393,7 @@ TEST(BuilderGraph, PrunedLmHeadGivesTheLastRowOnlyAndTheRuntimeStillGenerates) {
   Built pruned(test::golden_checkpoint(), o);
   Built full(test::golden_checkpoint(), BuildOptions{});
   StepRunner p(pruned.file()), f(full.file());
-  std::vector<float> last = p.step(kPrompt), all = f.step(kPrompt);
+  std::vector<float> last = p.step(test::kGoldenPrompt), all = f.step(test::kGoldenPrompt);
   EXPECT_EQ(p.last_output_shape(), (std::vector<int64_t>{1, 1, 512}));
   EXPECT_EQ(test::max_abs_diff(last, std::vector<float>(all.end() - 512, all.end())), 0.0);
 
@@ -403,7 +402,7 @@ TEST(BuilderGraph, PrunedLmHeadGivesTheLastRowOnlyAndTheRuntimeStillGenerates) {
   Generator gen(*model);
   GenerateOptions go;
   go.max_new_tokens = 16;
-  GenerateResult got = generate_greedy(gen, kPrompt, go);
+  GenerateResult got = generate_greedy(gen, test::kGoldenPrompt, go);
   const std::vector<int64_t> golden = {77, 490, 490, 381, 381, 381, 381, 381, 349, 349, 349, 349, 313, 313, 313, 313};
   EXPECT_EQ(got.generated_ids, golden);
 }
@@ -416,9 +415,9 @@ TEST(BuilderGraph, ExcludedEmbeddingsTakeInputsEmbeds) {
   EXPECT_EQ(elem_type(b.model(), "input_ids"), -1);
   auto ckpt = Checkpoint::open(test::golden_checkpoint());
   std::vector<float> table = ckpt->load_f32("embed_tokens.weight"), embeds;
-  for (int64_t id : kPrompt) embeds.insert(embeds.end(), table.begin() + id * 64, table.begin() + (id + 1) * 64);
+  for (int64_t id : test::kGoldenPrompt) embeds.insert(embeds.end(), table.begin() + id * 64, table.begin() + (id + 1) * 64);
   Built full(test::golden_checkpoint(), BuildOptions{});
-  EXPECT_LT(test::max_abs_diff(StepRunner(b.file()).step(kPrompt, embeds), StepRunner(full.file()).step(kPrompt)),
+  EXPECT_LT(test::max_abs_diff(StepRunner(b.file()).step(test::kGoldenPrompt, embeds), StepRunner(full.file()).step(test::kGoldenPrompt)),
             1e-6);
 }
 
@@ -429,19 +428,19 @@ TEST(BuilderGraph, ExcludedLmHeadOutputsHiddenStates) {
   EXPECT_EQ(elem_type(b.model(), "hidden_states"), onnx::TensorProto_DataType_FLOAT);
   EXPECT_EQ(elem_type(b.model(), "logits"), -1);
   StepRunner run(b.file());
-  std::vector<float> hidden = run.step(kPrompt);
-  ASSERT_EQ(run.last_output_shape(), (std::vector<int64_t>{1, int64_t(kPrompt.size()), 64}));
+  std::vector<float> hidden = run.step(test::kGoldenPrompt);
+  ASSERT_EQ(run.last_output_shape(), (std::vector<int64_t>{1, int64_t(test::kGoldenPrompt.size()), 64}));
   // hidden_states times the tied embedding table = the full model's logits.
   std::vector<float> table = Checkpoint::open(test::golden_checkpoint())->load_f32("embed_tokens.weight");
   std::vector<float> logits;
-  for (size_t t = 0; t < kPrompt.size(); ++t)
+  for (size_t t = 0; t < test::kGoldenPrompt.size(); ++t)
     for (int64_t v = 0; v < 512; ++v) {
       double s = 0;
       for (int64_t h = 0; h < 64; ++h) s += double(hidden[t * 64 + size_t(h)]) * table[size_t(v * 64 + h)];
       logits.push_back(float(s));
     }
   Built full(test::golden_checkpoint(), BuildOptions{});
-  EXPECT_LT(test::max_abs_diff(logits, StepRunner(full.file()).step(kPrompt)), 1e-5);
+  EXPECT_LT(test::max_abs_diff(logits, StepRunner(full.file()).step(test::kGoldenPrompt)), 1e-5);
 }
 
 // ---- files -----------------------------------------------------------------------------
@@ -465,7 +464,7 @@ TEST(BuilderGraph, QuantizedBuildIsDeterministicForAnyThreadCount) {
     EXPECT_TRUE(a == test::read_text(tmp / "c" / f));
   }
   StepRunner run(tmp / "a" / "model.onnx");
-  EXPECT_EQ(run.step(kPrompt).size(), kPrompt.size() * 512);
+  EXPECT_EQ(run.step(test::kGoldenPrompt).size(), test::kGoldenPrompt.size() * 512);
 }
 
 // ---- options and CLI -------------------------------------------------------------------------
@@ -497,7 +496,7 @@ TEST(BuilderGraph, CliBuildTakesEveryFlagAndInspectDiffsTwoModels) {
                           "--no-linear-attention-gate", "--no-gated-rmsnorm", "--prune-lm-head", "--threads", "1"});
   ASSERT_EQ(b.exit_code, 0) << b.err;
   StepRunner run(tmp / "b" / "model.onnx");  // every old form and option at once still loads and runs
-  run.step(kPrompt);
+  run.step(test::kGoldenPrompt);
   EXPECT_EQ(run.last_output_shape(), (std::vector<int64_t>{1, 1, 512}));
   run.step({3});
 

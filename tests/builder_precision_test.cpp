@@ -29,7 +29,6 @@ using test::golden_checkpoint;
 using test::StepRunner;
 using test::TempDir;
 
-const std::vector<int64_t> kPrompt = {5, 17, 300, 42, 7, 99, 123, 256, 1, 400, 33, 77};
 constexpr int kContinuation = 16;
 
 fs::path build(const fs::path& ckpt_dir, const BuildOptions& opts, const fs::path& out) {
@@ -42,8 +41,8 @@ fs::path build(const fs::path& ckpt_dir, const BuildOptions& opts, const fs::pat
 
 // Logits of every row: the prompt in one prefill run, then one decode step per further token.
 std::vector<float> teacher_forced(StepRunner& run, const std::vector<int64_t>& tokens) {
-  std::vector<float> logits = run.step(std::vector<int64_t>(tokens.begin(), tokens.begin() + kPrompt.size()));
-  for (size_t t = kPrompt.size(); t < tokens.size(); ++t) {
+  std::vector<float> logits = run.step(std::vector<int64_t>(tokens.begin(), tokens.begin() + test::kGoldenPrompt.size()));
+  for (size_t t = test::kGoldenPrompt.size(); t < tokens.size(); ++t) {
     std::vector<float> row = run.step({tokens[t]});
     logits.insert(logits.end(), row.begin(), row.end());
   }
@@ -61,8 +60,8 @@ Reference reference_for(const fs::path& ckpt_dir) {
   TempDir tmp;
   const fs::path model = build(ckpt_dir, BuildOptions{}, tmp / "fp32");
   Reference r;
-  std::vector<int64_t> continuation = StepRunner(model).greedy(kPrompt, kContinuation);
-  r.tokens = kPrompt;
+  std::vector<int64_t> continuation = StepRunner(model).greedy(test::kGoldenPrompt, kContinuation);
+  r.tokens = test::kGoldenPrompt;
   r.tokens.insert(r.tokens.end(), continuation.begin(), continuation.end());
   StepRunner run(model);
   r.logits = teacher_forced(run, r.tokens);
@@ -220,7 +219,7 @@ TEST(BuilderPrecisionGolden, Fp32SwitchesStayWithinTheGoldenBound) {
     if (v.opts.precision != Precision::Fp32) continue;
     TempDir tmp;
     StepRunner run(build(golden_checkpoint(), v.opts, tmp / "m"));
-    const double diff = test::max_abs_diff(run.step(kPrompt), golden);
+    const double diff = test::max_abs_diff(run.step(test::kGoldenPrompt), golden);
     std::printf("golden %-32s max|dlogit| %.3g\n", v.name.c_str(), diff);
     EXPECT_LT(diff, 1e-4) << v.name;
   }

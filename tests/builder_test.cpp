@@ -19,6 +19,7 @@
 #include "synth/synth.h"
 #include "graph_query.h"
 #include "ort_step_runner.h"
+#include "runtime_fixtures.h"
 #include "test_util.h"
 #include "deltagen/error.h"
 #include "util/npy.h"
@@ -31,19 +32,9 @@ using test::golden_checkpoint;
 using test::golden_file;
 using test::TempDir;
 
-const std::vector<int64_t> kPrompt = {5, 17, 300, 42, 7, 99, 123, 256, 1, 400, 33, 77};
 constexpr double kLogitTolerance = 1e-4;
 
-// One build of the golden checkpoint shared by the tests that only read it.
-const fs::path& golden_model_dir() {
-  static TempDir dir;
-  static const fs::path out = [] {
-    auto ckpt = Checkpoint::open(golden_checkpoint());
-    build_model(*ckpt, BuildOptions{}, dir / "model");
-    return dir / "model";
-  }();
-  return out;
-}
+using test::golden_model_dir;  // one fp32 build of the golden checkpoint per process
 
 const onnx::ModelProto& golden_model() {
   static const onnx::ModelProto model = graph::load_model_proto(golden_model_dir() / "model.onnx");
@@ -249,7 +240,7 @@ std::vector<float> golden_rows(const std::string& file) { return read_npy(golden
 
 TEST(Builder, PrefillLogitsMatchGolden) {
   StepRunner run(golden_model_dir() / "model.onnx");
-  std::vector<float> logits = run.step(kPrompt);
+  std::vector<float> logits = run.step(test::kGoldenPrompt);
   std::vector<float> want = golden_rows("logits_prefill.npy");
   double diff = test::max_abs_diff(logits, want);
   std::printf("max |logit diff| prefill vs golden: %.3g\n", diff);
@@ -258,9 +249,9 @@ TEST(Builder, PrefillLogitsMatchGolden) {
 
 TEST(Builder, PrefillThenDecodeMatchesGolden) {
   StepRunner run(golden_model_dir() / "model.onnx");
-  std::vector<float> logits = run.step(std::vector<int64_t>(kPrompt.begin(), kPrompt.begin() + 7));
-  for (size_t t = 7; t < kPrompt.size(); ++t) {
-    std::vector<float> row = run.step({kPrompt[t]});
+  std::vector<float> logits = run.step(std::vector<int64_t>(test::kGoldenPrompt.begin(), test::kGoldenPrompt.begin() + 7));
+  for (size_t t = 7; t < test::kGoldenPrompt.size(); ++t) {
+    std::vector<float> row = run.step({test::kGoldenPrompt[t]});
     logits.insert(logits.end(), row.begin(), row.end());
   }
   double diff = test::max_abs_diff(logits, golden_rows("logits_prefill7_decode5.npy"));
@@ -281,14 +272,14 @@ TEST(Builder, ExactL2NormEpsMatchesGoldenTightly) {
   EXPECT_EQ(nodes_of(model, "Pad").size(), 6u);
 
   StepRunner run(tmp / "m" / "model.onnx");
-  double diff = test::max_abs_diff(run.step(kPrompt), golden_rows("logits_prefill.npy"));
+  double diff = test::max_abs_diff(run.step(test::kGoldenPrompt), golden_rows("logits_prefill.npy"));
   std::printf("max |logit diff| prefill (exact l2norm eps) vs golden: %.3g\n", diff);
   EXPECT_LT(diff, 2e-5);
 }
 
 TEST(Builder, Layer0StatesMatchGolden) {
   StepRunner run(golden_model_dir() / "model.onnx");
-  run.step(kPrompt);
+  run.step(test::kGoldenPrompt);
   // The reference keeps K = 4 conv columns, ORT the newest K-1 = 3.
   NpyArray conv = read_npy(golden_file("layer0_conv_state_after_prefill12.npy"));
   ASSERT_EQ(conv.shape, (std::vector<int64_t>{1, 128, 4}));
@@ -325,7 +316,7 @@ TEST(Builder, ExternalDataSwitchWritesAlignedDataFileThatRuns) {
   EXPECT_EQ(s.external_bytes, r.weight_bytes);
 
   StepRunner run(tmp / "m" / "model.onnx");
-  EXPECT_LT(test::max_abs_diff(run.step(kPrompt), golden_rows("logits_prefill.npy")), kLogitTolerance);
+  EXPECT_LT(test::max_abs_diff(run.step(test::kGoldenPrompt), golden_rows("logits_prefill.npy")), kLogitTolerance);
 }
 
 // Other shapes than the golden set's: untied lm_head, two full-attention

@@ -27,7 +27,7 @@ namespace {
 using test::TempDir;
 namespace fs = std::filesystem;
 
-std::vector<float> random_values(size_t n, std::mt19937& rng) {
+std::vector<float> conv_values(size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.5f, 1.5f);
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng);
@@ -63,10 +63,10 @@ TEST(CausalConv, KernelMatchesTheDefinition) {
       for (bool with_past : {false, true})
         for (bool silu : {false, true}) {
           const kernels::CausalConvShape s{2, 37, l, k};
-          auto x = random_values(size_t(s.batch * s.channels * l), rng);
-          auto w = random_values(size_t(s.channels * k), rng);
-          auto bias = random_values(size_t(s.channels), rng);
-          auto past = random_values(size_t(s.batch * s.channels * (k - 1)), rng);
+          auto x = conv_values(size_t(s.batch * s.channels * l), rng);
+          auto w = conv_values(size_t(s.channels * k), rng);
+          auto bias = conv_values(size_t(s.channels), rng);
+          auto past = conv_values(size_t(s.batch * s.channels * (k - 1)), rng);
           std::vector<float> y(x.size()), present(past.size()), want_y, want_present;
           const float* p = with_past ? past.data() : nullptr;
           kernels::causal_conv1d(s, x.data(), w.data(), bias.data(), p, silu, y.data(), present.data(),
@@ -164,8 +164,8 @@ TEST(CausalConv, CustomOpMatchesOrtsKernel) {
   for (bool with_bias : {false, true})
     for (bool with_past : {false, true}) {
       TempDir dir;
-      auto w = random_values(size_t(channels * k), rng);
-      auto bias = random_values(size_t(channels), rng);
+      auto w = conv_values(size_t(channels * k), rng);
+      auto bias = conv_values(size_t(channels), rng);
       const fs::path path = dir / "conv.onnx";
       {
         std::ofstream out(path, std::ios::binary);
@@ -179,8 +179,8 @@ TEST(CausalConv, CustomOpMatchesOrtsKernel) {
       ASSERT_EQ(summary.causal_conv, 1);
       for (int64_t length : {1, 7}) {
         const int64_t batch = 2;
-        auto x = random_values(size_t(batch * channels * length), rng);
-        auto past = random_values(size_t(batch * channels * (k - 1)), rng);
+        auto x = conv_values(size_t(batch * channels * length), rng);
+        auto past = conv_values(size_t(batch * channels * (k - 1)), rng);
         auto want = run_conv(stock, x, with_past ? &past : nullptr, batch, channels, length, k);
         auto got = run_conv(fast, x, with_past ? &past : nullptr, batch, channels, length, k);
         ASSERT_EQ(got.size(), 2u);

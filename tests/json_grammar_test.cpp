@@ -13,19 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "deltagen/error.h"
+#include "json_grammar_probe.h"
 #include "runtime/json_grammar.h"
 
 namespace deltagen {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// Index of the first byte the grammar refuses, fed one at a time; npos if none.
-size_t refused_at(JsonGrammar g, std::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i)
-    if (!g.accept(text.substr(i, 1))) return i;
-  return std::string_view::npos;
-}
+using test::refused_at;
 
 // Valid: accepted whole and in pieces; complete() after each byte exactly
 // when nlohmann accepts that prefix as a document (and `also` holds).

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deltagen/error.h"
+#include "json_grammar_probe.h"
 #include "json_schema_check.h"
 #include "runtime/json_grammar.h"
 
@@ -19,14 +20,9 @@ namespace deltagen {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using test::refused_at;
 
 JsonGrammar grammar(const char* schema, JsonGrammarOptions o = {}) { return JsonGrammar::from_schema(Json::parse(schema), o); }
-
-size_t refused_at(JsonGrammar g, std::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i)
-    if (!g.accept(text.substr(i, 1))) return i;
-  return std::string_view::npos;
-}
 
 bool whole(JsonGrammar g, std::string_view text) { return g.accept(text) && g.complete(); }
 

@@ -23,7 +23,7 @@ class ScopedEnv {
   const char* name_;
 };
 
-std::string error_of(const KernelOptions& options) {
+std::string resolve_error(const KernelOptions& options) {
   try {
     resolved_kernel_options(options);
   } catch (const Error& e) {
@@ -48,11 +48,11 @@ TEST(KernelOptions, EnvironmentOverridesTheSetAndCapsTheIsa) {
 }
 
 TEST(KernelOptions, BadValuesAreOneLineErrorsNamingTheField) {
-  EXPECT_EQ(error_of({.max_isa = "sse9"}), "kernels.max_isa: expected scalar, avx2, avx512 or amx, not 'sse9'");
-  EXPECT_EQ(error_of({.amx_min_rows = -1}), "kernels.amx_min_rows: must not be negative");
-  EXPECT_EQ(error_of({.prefetch = "l3:64"}), "kernels.prefetch: expected l1:BYTES or l2:BYTES, not 'l3:64'");
+  EXPECT_EQ(resolve_error({.max_isa = "sse9"}), "kernels.max_isa: expected scalar, avx2, avx512 or amx, not 'sse9'");
+  EXPECT_EQ(resolve_error({.amx_min_rows = -1}), "kernels.amx_min_rows: must not be negative");
+  EXPECT_EQ(resolve_error({.prefetch = "l3:64"}), "kernels.prefetch: expected l1:BYTES or l2:BYTES, not 'l3:64'");
   ScopedEnv env("DELTAGEN_KERNEL_ISA", "fastest");
-  EXPECT_EQ(error_of({}), "DELTAGEN_KERNEL_ISA: expected scalar, avx2, avx512 or amx, not 'fastest'");
+  EXPECT_EQ(resolve_error({}), "DELTAGEN_KERNEL_ISA: expected scalar, avx2, avx512 or amx, not 'fastest'");
 }
 
 TEST(KernelOptions, OnlyChangedSwitchesBecomeSessionConfigEntries) {

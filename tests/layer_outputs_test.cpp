@@ -29,7 +29,6 @@ using test::golden_checkpoint;
 using test::nodes_of;
 using test::TempDir;
 
-const std::vector<int64_t> kPrompt = {5, 17, 300, 42, 7, 99, 123, 256, 1, 400, 33, 77};
 constexpr int64_t kLayers = 4, kHidden = 64;
 
 // The golden checkpoint built with and without --layer-outputs, fp32 and int4.
@@ -80,7 +79,7 @@ TEST(LayerOutputs, GraphOutputsTheResidualStreamAfterEveryLayer) {
 std::vector<float> logits_of(const fs::path& dir, KernelSet kernels) {
   auto model = Model::load(dir, RuntimeOptions{.intra_op_threads = 1, .kernels = {.set = kernels}});
   Generator gen(*model, 1, 64);
-  return gen.forward(kPrompt, true).data;
+  return gen.forward(test::kGoldenPrompt, true).data;
 }
 
 TEST(LayerOutputs, LogitsAreBitIdenticalToABuildWithout) {
@@ -89,7 +88,7 @@ TEST(LayerOutputs, LogitsAreBitIdenticalToABuildWithout) {
       SCOPED_TRACE(std::string(precision) + measure::kernel_set_label(kernels));
       const std::vector<float> plain = logits_of(builds().path(precision, false), kernels);
       const std::vector<float> layers = logits_of(builds().path(precision, true), kernels);
-      ASSERT_EQ(plain.size(), kPrompt.size() * 512);
+      ASSERT_EQ(plain.size(), test::kGoldenPrompt.size() * 512);
       EXPECT_TRUE(plain == layers) << "max |diff| " << test::max_abs_diff(plain, layers);
     }
 }
@@ -97,19 +96,19 @@ TEST(LayerOutputs, LogitsAreBitIdenticalToABuildWithout) {
 TEST(LayerOutputs, StockOrtComputesThemAndTheLastOneFeedsTheFinalNorm) {
   // Straight through ONNX Runtime, no deltagen code at run time.
   test::StepRunner run(builds().path("fp32", true) / "model.onnx");
-  const std::vector<float> logits = run.step(kPrompt);
-  EXPECT_EQ(logits, test::StepRunner(builds().path("fp32", false) / "model.onnx").step(kPrompt));
+  const std::vector<float> logits = run.step(test::kGoldenPrompt);
+  EXPECT_EQ(logits, test::StepRunner(builds().path("fp32", false) / "model.onnx").step(test::kGoldenPrompt));
   for (int64_t k = 0; k <= kLayers; ++k) {
     const std::vector<float> h = run.output("hidden_states." + std::to_string(k));
-    ASSERT_EQ(h.size(), kPrompt.size() * kHidden) << k;
+    ASSERT_EQ(h.size(), test::kGoldenPrompt.size() * kHidden) << k;
   }
   // hidden_states.0 is the embedding table's rows.
   auto ckpt = Checkpoint::open(golden_checkpoint());
   const std::vector<float> table = ckpt->load_f32("embed_tokens.weight");
   const std::vector<float> h0 = run.output("hidden_states.0");
-  for (size_t t = 0; t < kPrompt.size(); ++t)
+  for (size_t t = 0; t < test::kGoldenPrompt.size(); ++t)
     for (int64_t i = 0; i < kHidden; ++i)
-      ASSERT_EQ(h0[t * kHidden + size_t(i)], table[size_t(kPrompt[t] * kHidden + i)]);
+      ASSERT_EQ(h0[t * kHidden + size_t(i)], table[size_t(test::kGoldenPrompt[t] * kHidden + i)]);
   // hidden_states.N is before the final norm: Qwen3.5's RMSNorm (x / rms * (1 + w))
   // of it, times the tied table, gives the logits.
   ASSERT_TRUE(ckpt->config().tie_word_embeddings);
@@ -117,7 +116,7 @@ TEST(LayerOutputs, StockOrtComputesThemAndTheLastOneFeedsTheFinalNorm) {
   const std::vector<float> w = ckpt->load_f32("norm.weight");
   const int64_t vocab = int64_t(table.size()) / kHidden;
   double worst = 0;
-  for (size_t t = 0; t < kPrompt.size(); ++t) {
+  for (size_t t = 0; t < test::kGoldenPrompt.size(); ++t) {
     const float* x = hn.data() + t * kHidden;
     double ss = 0;
     for (int64_t i = 0; i < kHidden; ++i) ss += double(x[i]) * x[i];
@@ -144,7 +143,7 @@ TEST(LayerOutputs, GenerationIgnoresThemAndFetchOutputsHandsThemOut) {
   Generator gen(*model);
   auto plain_model = Model::load(builds().path("fp32", false));
   Generator plain(*plain_model);
-  EXPECT_EQ(generate_greedy(gen, kPrompt, go).generated_ids, generate_greedy(plain, kPrompt, go).generated_ids);
+  EXPECT_EQ(generate_greedy(gen, test::kGoldenPrompt, go).generated_ids, generate_greedy(plain, test::kGoldenPrompt, go).generated_ids);
   EXPECT_EQ(gen.fetched_count(), 0u);  // nothing fetched unless asked
   test::expect_error([&] { gen.fetch_outputs({"hidden_states.0"}); }, "before the first run");
 
@@ -152,17 +151,17 @@ TEST(LayerOutputs, GenerationIgnoresThemAndFetchOutputsHandsThemOut) {
   Generator fetching(*model, 1, 64);
   test::expect_error([&] { Generator(*model).fetch_outputs({"hidden_states.9"}); }, "has no output hidden_states.9");
   fetching.fetch_outputs(model->io().layer_outputs);
-  fetching.forward(std::span(kPrompt).first(5), true);
+  fetching.forward(std::span(test::kGoldenPrompt).first(5), true);
   ASSERT_EQ(fetching.fetched_count(), size_t(kLayers + 1));
   EXPECT_EQ(tensor_shape(fetching.fetched(0)), (std::vector<int64_t>{1, 5, kHidden}));
   const std::vector<float> prefix_last = tensor_to_f32(fetching.fetched(kLayers));
-  fetching.forward(std::span(kPrompt).subspan(5, 1), true);  // a decode step
+  fetching.forward(std::span(test::kGoldenPrompt).subspan(5, 1), true);  // a decode step
   EXPECT_EQ(tensor_shape(fetching.fetched(kLayers)), (std::vector<int64_t>{1, 1, kHidden}));
 
   // The same values as a one-run prefill (states carry between runs).
   Generator whole(*model, 1, 64);
   whole.fetch_outputs(model->io().layer_outputs);
-  whole.forward(std::span(kPrompt).first(6), true);
+  whole.forward(std::span(test::kGoldenPrompt).first(6), true);
   const std::vector<float> all = tensor_to_f32(whole.fetched(kLayers));
   const std::vector<float> step = tensor_to_f32(fetching.fetched(kLayers));
   EXPECT_LT(test::max_abs_diff(std::vector<float>(all.begin(), all.begin() + 5 * kHidden), prefix_last), 1e-5);

@@ -35,7 +35,7 @@ std::vector<int64_t> ids_of(const std::vector<TokenProbability>& d) {
   return ids;
 }
 
-SamplingOptions sampled(double temperature = 1.0) {
+SamplingOptions with_temperature(double temperature = 1.0) {
   SamplingOptions o;
   o.temperature = temperature;
   return o;
@@ -83,7 +83,7 @@ TEST(Sampling, ArgmaxMatchesAScanAtEveryPosition) {
 }
 
 TEST(Sampling, TopK1IsGreedy) {
-  SamplingOptions o = sampled(1.5);
+  SamplingOptions o = with_temperature(1.5);
   o.top_k = 1;
   for (uint32_t seed = 0; seed < 20; ++seed) {
     const auto logits = random_logits(1000, seed);
@@ -96,15 +96,15 @@ TEST(Sampling, TemperatureTowardZeroIsGreedy) {
   for (double t : {1e-3, 1e-6, 1e-12}) {
     for (uint32_t seed = 0; seed < 20; ++seed) {
       const auto logits = random_logits(1000, seed);
-      Sampler sampler(sampled(t), 1000, seed);
+      Sampler sampler(with_temperature(t), 1000, seed);
       EXPECT_EQ(sampler.next(logits.data()), argmax(logits.data(), 1000)) << "temperature " << t << " seed " << seed;
     }
   }
-  EXPECT_TRUE(sampled(0.0).greedy());
+  EXPECT_TRUE(with_temperature(0.0).greedy());
 }
 
 TEST(Sampling, SameSeedSameTokensOtherSeedOtherTokens) {
-  SamplingOptions o = sampled(1.0);
+  SamplingOptions o = with_temperature(1.0);
   o.top_p = 0.95;
   auto draw = [&](uint64_t seed) {
     Sampler sampler(o, 300, seed);
@@ -118,7 +118,7 @@ TEST(Sampling, SameSeedSameTokensOtherSeedOtherTokens) {
 
 TEST(Sampling, DrawsFollowTheDistribution) {
   const auto logits = logits_of({0.5, 0.3, 0.2});
-  Sampler sampler(sampled(1.0), 3, 123);
+  Sampler sampler(with_temperature(1.0), 3, 123);
   std::map<int64_t, int> counts;
   const int n = 20000;
   for (int i = 0; i < n; ++i) ++counts[sampler.next(logits.data())];
@@ -129,7 +129,7 @@ TEST(Sampling, DrawsFollowTheDistribution) {
 
 TEST(Sampling, TopPKeepsTheSmallestPrefixReachingP) {
   const auto logits = logits_of({0.05, 0.5, 0.15, 0.3});  // best first: 1, 3, 2, 0
-  SamplingOptions o = sampled(1.0);
+  SamplingOptions o = with_temperature(1.0);
   o.top_p = 0.75;
   auto d = filtered_distribution(logits, o);
   EXPECT_EQ(ids_of(d), (std::vector<int64_t>{1, 3}));
@@ -149,7 +149,7 @@ TEST(Sampling, TopPOverALargeVocabularySortsOnlyWhatItNeeds) {
   // best one and 1000 of the others (beyond the first sorted chunk of 64).
   std::vector<double> p(5000, 0.5 / 4999);
   p[4321] = 0.5;
-  SamplingOptions o = sampled(1.0);
+  SamplingOptions o = with_temperature(1.0);
   o.top_p = 0.6;
   auto d = filtered_distribution(logits_of(p), o);
   EXPECT_EQ(d.front().id, 4321);
@@ -158,7 +158,7 @@ TEST(Sampling, TopPOverALargeVocabularySortsOnlyWhatItNeeds) {
 
 TEST(Sampling, MinPDropsTokensBelowAFractionOfTheBest) {
   const auto logits = logits_of({0.05, 0.5, 0.15, 0.3});
-  SamplingOptions o = sampled(1.0);
+  SamplingOptions o = with_temperature(1.0);
   o.min_p = 0.2;  // threshold 0.1
   EXPECT_EQ(ids_of(filtered_distribution(logits, o)), (std::vector<int64_t>{1, 3, 2}));
   o.min_p = 0.5;  // threshold 0.25
@@ -169,7 +169,7 @@ TEST(Sampling, MinPDropsTokensBelowAFractionOfTheBest) {
 
 TEST(Sampling, TopKThenTopPRenormalizes) {
   const auto logits = logits_of({0.05, 0.5, 0.15, 0.3});
-  SamplingOptions o = sampled(1.0);
+  SamplingOptions o = with_temperature(1.0);
   o.top_k = 3;    // 0.5, 0.3, 0.15 -> 0.526, 0.316, 0.158
   o.top_p = 0.8;  // 0.526 + 0.316 = 0.842 >= 0.8
   EXPECT_EQ(ids_of(filtered_distribution(logits, o)), (std::vector<int64_t>{1, 3}));
@@ -180,7 +180,7 @@ TEST(Sampling, TopKThenTopPRenormalizes) {
 
 TEST(Sampling, TemperatureSharpensAndFlattens) {
   const auto logits = logits_of({0.6, 0.4});
-  auto best = [&](double t) { return filtered_distribution(logits, sampled(t))[0].probability; };
+  auto best = [&](double t) { return filtered_distribution(logits, with_temperature(t))[0].probability; };
   EXPECT_NEAR(best(1.0), 0.6, 1e-6);
   EXPECT_GT(best(0.5), 0.6);
   EXPECT_LT(best(2.0), 0.6);
@@ -189,7 +189,7 @@ TEST(Sampling, TemperatureSharpensAndFlattens) {
 
 TEST(Sampling, SamplerNeverDrawsAFilteredToken) {
   const auto logits = logits_of({0.05, 0.5, 0.15, 0.3});
-  SamplingOptions o = sampled(1.0);
+  SamplingOptions o = with_temperature(1.0);
   o.top_p = 0.75;
   Sampler sampler(o, 4, 99);
   for (int i = 0; i < 2000; ++i) {

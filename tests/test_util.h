@@ -29,6 +29,10 @@ inline fs::path golden_checkpoint() {
   return fs::path(DELTAGEN_SOURCE_DIR) / ".." / "shared" / "golden" / "tiny-a";
 }
 inline fs::path golden_file(const std::string& name) { return golden_checkpoint() / "golden" / name; }
+
+// The golden set's prompt (summary.json "prompt_ids"), for the tests that need
+// it before any file is read.
+inline const std::vector<int64_t> kGoldenPrompt = {5, 17, 300, 42, 7, 99, 123, 256, 1, 400, 33, 77};
 // ../shared/golden/moe/tiny-moe-a: the mixture-of-experts checkpoint and its outputs.
 inline fs::path moe_golden_checkpoint() { return golden_checkpoint().parent_path() / "moe" / "tiny-moe-a"; }
 inline fs::path moe_golden_file(const std::string& name) { return moe_golden_checkpoint() / "golden" / name; }

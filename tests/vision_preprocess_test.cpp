@@ -52,7 +52,7 @@ struct ScratchDir {
 
 // The message of the Error `fn` throws ("" if it throws none).
 template <class Fn>
-std::string error_of(Fn&& fn) {
+std::string thrown_message(Fn&& fn) {
   try {
     fn();
   } catch (const Error& e) {
@@ -61,7 +61,7 @@ std::string error_of(Fn&& fn) {
   return "";
 }
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::vector<uint8_t> text_bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
 // A smooth RGB test picture: gradients plus a soft blob.
 Image gradient(int64_t width, int64_t height) {
@@ -181,10 +181,10 @@ TEST(VisionSmartResize, RulesAndErrors) {
   EXPECT_EQ(smart_resize(80, 112, 32, 0, 1 << 24), (std::pair<int64_t, int64_t>{64, 128}));
   // Shrinking never goes below one factor on a side (the max(factor, ...) form).
   EXPECT_EQ(smart_resize(20, 3000, 32, 0, 32 * 32 * 10).first, 32);
-  EXPECT_NE(error_of([] { smart_resize(10, 2001, 32, 65536, 16777216); }).find("aspect ratio above 200"), std::string::npos);
-  EXPECT_NE(error_of([] { smart_resize(0, 10, 32, 0, 100); }).find("smart_resize(0x10)"), std::string::npos);
+  EXPECT_NE(thrown_message([] { smart_resize(10, 2001, 32, 65536, 16777216); }).find("aspect ratio above 200"), std::string::npos);
+  EXPECT_NE(thrown_message([] { smart_resize(0, 10, 32, 0, 100); }).find("smart_resize(0x10)"), std::string::npos);
   // A side that rounds to nothing and no minimum to grow it.
-  EXPECT_NE(error_of([] { smart_resize(10, 100, 32, 0, 1 << 24); }).find("empty image"), std::string::npos);
+  EXPECT_NE(thrown_message([] { smart_resize(10, 100, 32, 0, 1 << 24); }).find("empty image"), std::string::npos);
 }
 
 // ---- resize ---------------------------------------------------------------------------
@@ -322,7 +322,7 @@ TEST(VisionPreprocess, ResizesAndHashes) {
   // Without do_resize the size must already fit the patch grid.
   PreprocessorConfig keep;
   keep.do_resize = false;
-  EXPECT_NE(error_of([&] { preprocess_image(image, keep); }).find("multiples of 32"), std::string::npos);
+  EXPECT_NE(thrown_message([&] { preprocess_image(image, keep); }).find("multiples of 32"), std::string::npos);
 }
 
 // ---- preprocessor_config.json -----------------------------------------------------------
@@ -330,7 +330,7 @@ TEST(VisionPreprocess, ResizesAndHashes) {
 TEST(VisionConfig, ReadsKeysAndRejectsBadValues) {
   ScratchDir dir;
   const fs::path file = dir.write(
-      "pp.json", bytes_of(R"({"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2,
+      "pp.json", text_bytes(R"({"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2,
         "size": {"shortest_edge": 3136, "longest_edge": 1003520}, "max_pixels": 12845056,
         "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": 0.25, "do_normalize": false})"));
   const PreprocessorConfig c = load_preprocessor_config(file);
@@ -358,12 +358,12 @@ TEST(VisionConfig, ReadsKeysAndRejectsBadValues) {
       {R"({"patch_size": )", "not valid JSON"},
   };
   for (const auto& [text, problem] : bad) {
-    const fs::path f = dir.write("bad.json", bytes_of(text));
-    const std::string message = error_of([&] { load_preprocessor_config(f); });
+    const fs::path f = dir.write("bad.json", text_bytes(text));
+    const std::string message = thrown_message([&] { load_preprocessor_config(f); });
     EXPECT_EQ(message.rfind(f.string() + ": ", 0), 0u) << text << " -> " << message;
     EXPECT_NE(message.find(problem), std::string::npos) << text << " -> " << message;
   }
-  EXPECT_NE(error_of([&] { load_preprocessor_config(dir.path / "none.json"); }).find("none.json: cannot open"),
+  EXPECT_NE(thrown_message([&] { load_preprocessor_config(dir.path / "none.json"); }).find("none.json: cannot open"),
             std::string::npos);
 }
 
@@ -446,7 +446,7 @@ TEST(VisionDecode, JpegIsCloseToItsSource) {
 
 TEST(VisionDecode, PpmWithComments) {
   const Image image = random_image(3, 2, 5);
-  std::vector<uint8_t> bytes = bytes_of("P6 # made by hand\n3\t2 # size\n255\n");
+  std::vector<uint8_t> bytes = text_bytes("P6 # made by hand\n3\t2 # size\n255\n");
   bytes.insert(bytes.end(), image.rgb.begin(), image.rgb.end());
   EXPECT_EQ(decode_image_bytes(bytes, "x.ppm").rgb, image.rgb);
   EXPECT_EQ(decode_image_bytes(encode_ppm(image), "y.ppm").rgb, image.rgb);
@@ -476,7 +476,7 @@ std::vector<uint8_t> png_header_only(uint32_t width, uint32_t height) {
 
 void expect_error(const std::vector<uint8_t>& bytes, const std::string& origin, const std::string& problem,
                   const DecodeLimits& limits = {}) {
-  const std::string message = error_of([&] { decode_image_bytes(bytes, origin, limits); });
+  const std::string message = thrown_message([&] { decode_image_bytes(bytes, origin, limits); });
   EXPECT_EQ(message.rfind(origin + ": ", 0), 0u) << message;
   EXPECT_NE(message.find(problem), std::string::npos) << message;
 }
@@ -487,7 +487,7 @@ TEST(VisionDecodeErrors, TruncatedPng) {
   // Every cut before the end of the image data fails; IEND (12 bytes) is not needed.
   for (size_t cut = 1; cut + 12 < png.size(); ++cut) {
     const std::vector<uint8_t> part(png.begin(), png.begin() + ptrdiff_t(cut));
-    const std::string message = error_of([&] { decode_image_bytes(part, "messages[0].content[1].image_url"); });
+    const std::string message = thrown_message([&] { decode_image_bytes(part, "messages[0].content[1].image_url"); });
     ASSERT_EQ(message.rfind("messages[0].content[1].image_url: ", 0), 0u) << "cut at " << cut << ": " << message;
   }
   EXPECT_EQ(decode_image_bytes(std::vector<uint8_t>(png.begin(), png.end() - 12), "no-iend.png").rgb, image.rgb);
@@ -507,23 +507,23 @@ TEST(VisionDecodeErrors, SizesOutOfBounds) {
   // no 1.2 GB buffer is made for a file of 33 bytes.
   expect_error(png_header_only(20000, 20000), "big.png", "more than 268435456 pixels");
   expect_error(png_header_only(0, 5), "zero.png", "image has no pixels (0x5)");
-  expect_error(bytes_of("P6\n100000 100000\n255\n"), "huge.ppm", "a side above the limit of 32768");
-  expect_error(bytes_of("P6\n0 5\n255\n"), "zero.ppm", "no pixels");
-  expect_error(bytes_of("P6\n2 2\n255\nabc"), "short.ppm", "PPM: truncated data");
-  expect_error(bytes_of("P6\n2 2\n65535\n"), "deep.ppm", "maxval 65535");
+  expect_error(text_bytes("P6\n100000 100000\n255\n"), "huge.ppm", "a side above the limit of 32768");
+  expect_error(text_bytes("P6\n0 5\n255\n"), "zero.ppm", "no pixels");
+  expect_error(text_bytes("P6\n2 2\n255\nabc"), "short.ppm", "PPM: truncated data");
+  expect_error(text_bytes("P6\n2 2\n65535\n"), "deep.ppm", "maxval 65535");
   const Image image = gradient(64, 48);
   expect_error(encode_jpeg(64, 48, 3, image.rgb), "big.jpg", "a side above the limit of 40", DecodeLimits{40, 1 << 20});
   expect_error(encode_png({64, 48, 3}, widen(image.rgb)), "big.png", "more than 1000 pixels", DecodeLimits{100, 1000});
 }
 
 TEST(VisionDecodeErrors, NotAnImage) {
-  expect_error(bytes_of("hello, this is text"), "note.txt", "not a PNG, JPEG or PPM image");
+  expect_error(text_bytes("hello, this is text"), "note.txt", "not a PNG, JPEG or PPM image");
   expect_error({}, "empty.png", "empty image data");
   ScratchDir dir;
   const fs::path empty = dir.write("empty.png", {});
-  EXPECT_EQ(error_of([&] { decode_image(empty); }), empty.string() + ": empty image data");
+  EXPECT_EQ(thrown_message([&] { decode_image(empty); }), empty.string() + ": empty image data");
   const fs::path missing = dir.path / "missing.png";
-  EXPECT_EQ(error_of([&] { decode_image(missing); }), missing.string() + ": no such file");
+  EXPECT_EQ(thrown_message([&] { decode_image(missing); }), missing.string() + ": no such file");
   // Corrupt bytes inside a structurally whole PNG: a bad CRC.
   const Image image = random_image(8, 8, 2);
   std::vector<uint8_t> png = encode_png({8, 8, 3}, widen(image.rgb));

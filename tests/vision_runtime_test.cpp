@@ -21,7 +21,7 @@ namespace deltagen::test {
 namespace {
 
 // The golden prompt with its one image-pad token (summary.json's ids before expansion).
-const std::vector<int64_t> kPrompt = {1, 20, 3, 10, 12, 11, 40, 41, 2, 3, 1, 21, 3};
+const std::vector<int64_t> kImagePrompt = {1, 20, 3, 10, 12, 11, 40, 41, 2, 3, 1, 21, 3};
 
 class VisionRuntime : public ::testing::TestWithParam<KernelSet> {
  protected:
@@ -79,7 +79,7 @@ TEST_P(VisionRuntime, PromptLogitsMatchTheGolden) {
   GenerationOptions o;
   o.max_new_tokens = 1;
   o.collect_logits = true;
-  const GenerationResult r = c.generate(std::span<const int64_t>(kPrompt), image(), o);
+  const GenerationResult r = c.generate(std::span<const int64_t>(kImagePrompt), image(), o);
   EXPECT_EQ(r.prompt_tokens, 18);
   EXPECT_EQ(c.tokens().size(), 19u);
   const std::vector<int64_t> expanded(c.tokens().begin(), c.tokens().begin() + 18);
@@ -100,7 +100,7 @@ TEST_P(VisionRuntime, GreedyContinuationEqualsTheReferenceForAnyPrefillChunk) {
     o.max_new_tokens = 8;
     o.prefill_chunk = chunk;
     o.collect_logits = true;
-    const GenerationResult r = c.generate(std::span<const int64_t>(kPrompt), image(), o);
+    const GenerationResult r = c.generate(std::span<const int64_t>(kImagePrompt), image(), o);
     EXPECT_EQ(r.generated_ids, want.generated) << "prefill chunk " << chunk;
     ASSERT_EQ(r.logits_rows, want.logits.rows);
     float worst = 0;
@@ -116,7 +116,7 @@ TEST_P(VisionRuntime, ASecondImageInALaterTurn) {
   Conversation c(engine());
   GenerationOptions o;
   o.max_new_tokens = 2;
-  c.generate(std::span<const int64_t>(kPrompt), image(), o);
+  c.generate(std::span<const int64_t>(kImagePrompt), image(), o);
   const std::vector<int64_t> turn2 = {2, 3, 1, 20, 3, 10, 12, 11, 41, 2, 3, 1, 21, 3};
   o.collect_logits = true;
   o.max_new_tokens = 1;
@@ -154,10 +154,10 @@ TEST_P(VisionRuntime, LargeImagesAreScaledDownToTheCap) {
   Conversation c(engine());
   GenerationOptions o;
   o.max_new_tokens = 1;
-  const GenerationResult r = c.generate(std::span<const int64_t>(kPrompt), std::vector<ImageInput>{big}, o);
+  const GenerationResult r = c.generate(std::span<const int64_t>(kImagePrompt), std::vector<ImageInput>{big}, o);
   EXPECT_LE(r.image_tokens, kMaxImagePixels / (16 * 16 * 4));
   EXPECT_GT(r.image_tokens, kMaxImagePixels / (16 * 16 * 4) / 2);
-  EXPECT_EQ(r.prompt_tokens, int64_t(kPrompt.size()) - 1 + r.image_tokens);
+  EXPECT_EQ(r.prompt_tokens, int64_t(kImagePrompt.size()) - 1 + r.image_tokens);
 }
 
 TEST_P(VisionRuntime, BadImagesAndPadCountsAreOneLineErrors) {
@@ -166,7 +166,7 @@ TEST_P(VisionRuntime, BadImagesAndPadCountsAreOneLineErrors) {
   o.max_new_tokens = 1;
   ImageInput bad{{'n', 'o', 't'}, "upload.png"};
   try {
-    c.generate(std::span<const int64_t>(kPrompt), std::vector<ImageInput>{bad}, o);
+    c.generate(std::span<const int64_t>(kImagePrompt), std::vector<ImageInput>{bad}, o);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("upload.png:", 0), 0u) << e.what();
@@ -186,7 +186,7 @@ TEST(VisionRuntimeErrors, ATextModelRefusesImages) {
   GenerationOptions g;
   g.max_new_tokens = 1;
   try {
-    c.generate(std::span<const int64_t>(kPrompt),
+    c.generate(std::span<const int64_t>(kImagePrompt),
                std::vector<ImageInput>{ImageInput::from_file(vision_golden_dir() / "images" / "img_64x96.png")}, g);
     FAIL();
   } catch (const Error& e) {
@@ -250,7 +250,7 @@ TEST(VisionPrecisions, EveryPrecisionRunsAnImagePrompt) {
     GenerationOptions g;
     g.max_new_tokens = 6;
     g.collect_logits = true;
-    const GenerationResult r = c.generate(std::span<const int64_t>(kPrompt),
+    const GenerationResult r = c.generate(std::span<const int64_t>(kImagePrompt),
                                           std::vector<ImageInput>{ImageInput::from_file(
                                               vision_golden_dir() / "images" / "img_64x96.png")},
                                           g);

@@ -9,6 +9,7 @@
 
 #include "measure/corpus.h"
 #include "measure/progress.h"
+#include "measure/number_text.h"
 #include "runtime/generator.h"
 #include "runtime/sampling.h"
 #include "runtime/session.h"
@@ -237,12 +238,6 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
 // ---- reports ------------------------------------------------------------------------
 
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // "97.9 ± 2.1" (the ± part only with more than one value).
 std::string mean_sd(const Summary& s, const char* f = "%.2f") {

@@ -15,6 +15,7 @@
 #include "measure/meters.h"
 #include "measure/progress.h"
 #include "measure/stats.h"
+#include "measure/number_text.h"
 #include "reference/qwen35_reference.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
@@ -318,14 +319,6 @@ CompareReport compare_sources(LogitSource& a, LogitSource& b, std::span<const in
 // ---- reports -----------------------------------------------------------------------------
 
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string sci(double v) { return v == 0 ? std::string("0") : fmt("%.3e", v); }
 
 nlohmann::json fidelity_json(const Fidelity& f) {
   return {{"positions", f.positions},

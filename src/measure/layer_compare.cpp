@@ -9,6 +9,7 @@
 
 #include "measure/meters.h"
 #include "measure/progress.h"
+#include "measure/number_text.h"
 #include "deltagen/error.h"
 
 namespace deltagen::measure {
@@ -144,14 +145,6 @@ void find_divergence(LayerReport& r) {
 // ---- reports -----------------------------------------------------------------------------------
 
 namespace {
-
-std::string sci(double v) {
-  if (v == 0) return "0";
-  if (std::isinf(v)) return "inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3e", v);
-  return buf;
-}
 
 std::string fixed(double v, const char* f) {
   char buf[32];

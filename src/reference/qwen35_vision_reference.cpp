@@ -15,18 +15,18 @@ namespace {
 
 // `name` as fp64, checked to hold exactly `expected` values (the shapes were
 // validated when the checkpoint was opened; this guards every buffer read).
-std::vector<double> load_vector(const Checkpoint& ck, const std::string& name, int64_t expected) {
+std::vector<double> load_vision_vector(const Checkpoint& ck, const std::string& name, int64_t expected) {
   std::vector<double> v = ck.load_f64(name);
   if (int64_t(v.size()) != expected)
     fail(name, "has " + std::to_string(v.size()) + " values, the vision config implies " + std::to_string(expected));
   return v;
 }
 
-Matrix64 load_matrix(const Checkpoint& ck, const std::string& name, int64_t rows, int64_t cols) {
+Matrix64 load_vision_matrix(const Checkpoint& ck, const std::string& name, int64_t rows, int64_t cols) {
   Matrix64 m;
   m.rows = rows;
   m.cols = cols;
-  m.data = load_vector(ck, name, rows * cols);  // a [D, C, T, P, P] conv weight is [D][C*T*P*P] row-major
+  m.data = load_vision_vector(ck, name, rows * cols);  // a [D, C, T, P, P] conv weight is [D][C*T*P*P] row-major
   return m;
 }
 
@@ -92,13 +92,13 @@ VisionReference::VisionReference(const Checkpoint& ck) {
                             "position table)");
 
   auto affine_of = [&](const std::string& p, int64_t out, int64_t in) {
-    return Affine{load_matrix(ck, p + ".weight", out, in), load_vector(ck, p + ".bias", out)};
+    return Affine{load_vision_matrix(ck, p + ".weight", out, in), load_vision_vector(ck, p + ".bias", out)};
   };
   auto norm_of = [&](const std::string& p) {
-    return Norm{load_vector(ck, p + ".weight", D), load_vector(ck, p + ".bias", D)};
+    return Norm{load_vision_vector(ck, p + ".weight", D), load_vision_vector(ck, p + ".bias", D)};
   };
   patch_embed_ = affine_of("visual.patch_embed.proj", D, v_.patch_dim());
-  pos_table_ = load_matrix(ck, "visual.pos_embed.weight", v_.num_position_embeddings, D);
+  pos_table_ = load_vision_matrix(ck, "visual.pos_embed.weight", v_.num_position_embeddings, D);
   for (int64_t i = 0; i < v_.depth; ++i) {
     const std::string b = "visual.blocks." + std::to_string(i) + ".";
     blocks_.push_back(Block{norm_of(b + "norm1"), norm_of(b + "norm2"), affine_of(b + "attn.qkv", 3 * D, D),

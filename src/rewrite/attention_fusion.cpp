@@ -13,7 +13,7 @@ namespace {
 
 using namespace fusion;
 
-struct Match {
+struct AttentionChain {
   int attention = 0;
   std::vector<int> nodes;  // the eleven folded nodes
   std::string qkv, q_weight, k_weight, gated_out;
@@ -58,13 +58,13 @@ bool split_of(const onnx::NodeProto& split, const GraphIndex& g, const std::vect
          std::find(axes.begin(), axes.end(), axis) != axes.end() && g.constant_ints(input(split, 1)) == std::optional(sizes);
 }
 
-std::optional<Match> match(const GraphIndex& g, const onnx::NodeProto& gqa, int gqa_index) {
+std::optional<AttentionChain> match_attention_chain(const GraphIndex& g, const onnx::NodeProto& gqa, int gqa_index) {
   if (find_attribute(gqa, kGatedQkvAttribute) || int_or(gqa, "do_rotary", 0) == 0 || gqa.input_size() < 9 ||
       gqa.input_size() > 9 || gqa.output_size() != 3)
     return {};
   const int64_t nh = int_or(gqa, "num_heads", 0), nkv = int_or(gqa, "kv_num_heads", 0);
   if (nh < 1 || nkv < 1 || nh > 4096 || nkv > 4096) return {};
-  Match m;
+  AttentionChain m;
   m.attention = gqa_index;
 
   // key <- Reshape [0, 0, nkv*hd] <- k_norm <- Reshape [0, 0, nkv, hd] <- qkv Split output 1.
@@ -120,8 +120,8 @@ std::optional<Match> match(const GraphIndex& g, const onnx::NodeProto& gqa, int 
 }  // namespace
 
 int64_t fuse_gated_attention(onnx::GraphProto& graph) {
-  const std::vector<Match> matches =
-      find_matches<Match>(graph, "GroupQueryAttention", kDeltagenDomain, match, &Match::nodes);
+  const std::vector<AttentionChain> matches =
+      find_matches<AttentionChain>(graph, "GroupQueryAttention", kDeltagenDomain, match_attention_chain, &AttentionChain::nodes);
   if (matches.empty()) return 0;
   std::vector<int> drop;
   for (const auto& m : matches) {

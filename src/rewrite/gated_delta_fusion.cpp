@@ -14,7 +14,7 @@ namespace {
 
 using namespace fusion;
 
-struct Match {
+struct DeltaChain {
   std::vector<int> nodes;  // every node of the chain
   int last = 0;            // the GatedRMSNorm, where the fused node goes
   onnx::NodeProto fused;
@@ -62,8 +62,8 @@ StateIo state_io(const GraphIndex& g, const std::string& past, const std::string
   return StateIo{input(*widen, 0), output(*narrow, 0), true, {widen_index, narrow_index}};
 }
 
-std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la, int la_index) {
-  Match m;
+std::optional<DeltaChain> match_layer(const GraphIndex& g, const onnx::NodeProto& la, int la_index) {
+  DeltaChain m;
   m.nodes.push_back(la_index);
   // LinearAttention: gated delta rule, per-head decay and beta, no window.
   if (la.input_size() < 6 || la.output_size() < 2 || output(la, 1).empty() || input(la, 3).empty()) return {};
@@ -197,7 +197,7 @@ std::optional<Match> match_layer(const GraphIndex& g, const onnx::NodeProto& la,
 }  // namespace
 
 int64_t fuse_gated_delta_net(onnx::GraphProto& graph) {
-  const std::vector<Match> matches = find_matches<Match>(graph, "LinearAttention", kMs, match_layer, &Match::nodes);
+  const std::vector<DeltaChain> matches = find_matches<DeltaChain>(graph, "LinearAttention", kMs, match_layer, &DeltaChain::nodes);
   if (matches.empty()) return 0;
   // Each fused node takes the place of its chain's last node (the
   // GatedRMSNorm): every input of the chain is computed before that point.

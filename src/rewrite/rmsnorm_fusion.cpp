@@ -12,7 +12,7 @@ namespace {
 
 using namespace fusion;
 
-struct Match {
+struct NormChain {
   int matmul = 0;
   std::vector<int> nodes;  // the norm
   std::string x, skip, weight, sum;
@@ -24,12 +24,12 @@ bool unused(const GraphIndex& g, const onnx::NodeProto& node, int output_index) 
   return value.empty() || g.uses(value) == 0;
 }
 
-std::optional<Match> match(const GraphIndex& g, const onnx::NodeProto& mm, int mm_index) {
+std::optional<NormChain> match_norm_chain(const GraphIndex& g, const onnx::NodeProto& mm, int mm_index) {
   if (find_attribute(mm, kSwigluAttribute) || find_attribute(mm, kRmsNormAttribute)) return {};
   const int64_t k = int_or(mm, "K", 0);
   const std::string a = input(mm, 0);
   if (!g.private_value(a)) return {};
-  Match m;
+  NormChain m;
   m.matmul = mm_index;
   int norm_index = 0;
   const onnx::NodeProto* norm = g.producer(a, "SkipSimplifiedLayerNormalization", kMs, 0, &norm_index);
@@ -61,7 +61,7 @@ std::optional<Match> match(const GraphIndex& g, const onnx::NodeProto& mm, int m
 }  // namespace
 
 int64_t fuse_rmsnorm_into_matmul(onnx::GraphProto& graph) {
-  const std::vector<Match> matches = find_matches<Match>(graph, "MatMulNBits", kDeltagenDomain, match, &Match::nodes);
+  const std::vector<NormChain> matches = find_matches<NormChain>(graph, "MatMulNBits", kDeltagenDomain, match_norm_chain, &NormChain::nodes);
   if (matches.empty()) return 0;
   std::vector<int> drop;
   for (const auto& m : matches) {

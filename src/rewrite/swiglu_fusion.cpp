@@ -11,13 +11,13 @@ namespace {
 
 using namespace fusion;
 
-struct Match {
+struct SwigluChain {
   int matmul = 0;
   std::string gate_up;
   std::vector<int> nodes;  // Split, Sigmoid, the two Muls
 };
 
-std::optional<Match> match(const GraphIndex& g, const onnx::NodeProto& mm, int mm_index) {
+std::optional<SwigluChain> match_swiglu_chain(const GraphIndex& g, const onnx::NodeProto& mm, int mm_index) {
   const int64_t k = int_or(mm, "K", 0);
   const std::string a = input(mm, 0);
   int mul_up = 0;
@@ -39,7 +39,7 @@ std::optional<Match> match(const GraphIndex& g, const onnx::NodeProto& mm, int m
       const onnx::NodeProto* sig = g.producer(input(*silu, s), "Sigmoid", "", 0, &sigmoid_index);
       if (!sig || input(*silu, 1 - s) != gate || input(*sig, 0) != gate || !g.private_value(input(*silu, s)))
         continue;
-      return Match{mm_index, input(*split, 0), {split_index, sigmoid_index, silu_mul, mul_up}};
+      return SwigluChain{mm_index, input(*split, 0), {split_index, sigmoid_index, silu_mul, mul_up}};
     }
   }
   return {};
@@ -48,7 +48,7 @@ std::optional<Match> match(const GraphIndex& g, const onnx::NodeProto& mm, int m
 }  // namespace
 
 int64_t fuse_swiglu_into_matmul(onnx::GraphProto& graph) {
-  const std::vector<Match> matches = find_matches<Match>(graph, "MatMulNBits", kDeltagenDomain, match, &Match::nodes);
+  const std::vector<SwigluChain> matches = find_matches<SwigluChain>(graph, "MatMulNBits", kDeltagenDomain, match_swiglu_chain, &SwigluChain::nodes);
   if (matches.empty()) return 0;
   std::vector<int> drop;
   for (const auto& m : matches) {

@@ -13,7 +13,7 @@ namespace {
 bool external(const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL; }
 
 // The int64 values of a 1-D shape tensor stored in the proto itself.
-std::optional<std::vector<int64_t>> int64_values(const onnx::TensorProto& t) {
+std::optional<std::vector<int64_t>> shape_values(const onnx::TensorProto& t) {
   if (t.data_type() != onnx::TensorProto_DataType_INT64 || t.dims_size() != 1 || external(t)) return std::nullopt;
   std::vector<int64_t> v(t.int64_data().begin(), t.int64_data().end());
   if (v.empty() && t.has_raw_data() && t.raw_data().size() == size_t(t.dims(0)) * 8) {
@@ -85,7 +85,7 @@ int64_t alias_reshaped_weights(onnx::GraphProto& graph) {
     if (!shape_tensor) continue;
     bool allowzero = false;
     for (const auto& a : n.attribute()) allowzero |= a.name() == "allowzero" && a.i() != 0;
-    const auto shape = int64_values(*shape_tensor);
+    const auto shape = shape_values(*shape_tensor);
     if (!shape || allowzero) continue;
     const std::vector<int64_t> from(w->second->dims().begin(), w->second->dims().end());
     const auto dims = resolve(*shape, from);

@@ -87,9 +87,9 @@ void check_cache_shape(const CacheSpec& spec) {
   if (spec.shape.size() != rank)
     fail("model input " + spec.input_name, "has rank " + std::to_string(spec.shape.size()) + ", expected " +
                                                std::to_string(rank));
-  const bool is_kv = spec.kind == CacheKind::Key || spec.kind == CacheKind::Value;
+  const bool kv = is_kv(spec.kind);
   for (size_t d = 1; d < rank; ++d) {
-    if (is_kv && d == 2) continue;  // the past length
+    if (kv && d == 2) continue;  // the past length
     if (spec.shape[d] <= 0)
       fail("model input " + spec.input_name, "dimension " + std::to_string(d) + " is not static");
   }

@@ -31,6 +31,7 @@
 namespace deltagen {
 
 enum class CacheKind { Key, Value, ConvState, RecurrentState };
+inline bool is_kv(CacheKind kind) { return kind == CacheKind::Key || kind == CacheKind::Value; }
 const char* cache_kind_suffix(CacheKind kind);  // "key", "value", "conv_state", "recurrent_state"
 
 // One piece of carried state: read from `input_name`, produced as `output_name`.

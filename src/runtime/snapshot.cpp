@@ -23,8 +23,6 @@ constexpr uint32_t kMaxImages = 1u << 16, kMaxHashSize = 256;
 constexpr uint32_t kMaxRank = 8;
 constexpr uint32_t kMaxCaches = 1u << 16;
 
-bool is_kv(CacheKind kind) { return kind == CacheKind::Key || kind == CacheKind::Value; }
-
 std::string dims_text(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) {

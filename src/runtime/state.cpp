@@ -13,8 +13,6 @@
 namespace deltagen {
 namespace {
 
-bool is_kv(CacheKind kind) { return kind == CacheKind::Key || kind == CacheKind::Value; }
-
 // The shape of a buffer for `batch` rows; KV caches get `capacity` slots.
 std::vector<int64_t> buffer_shape(const CacheSpec& spec, int64_t batch, int64_t capacity) {
   std::vector<int64_t> shape = spec.shape;

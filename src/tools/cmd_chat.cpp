@@ -52,7 +52,7 @@ struct ChatCliFlags {
   bool json = false;
 };
 
-ChatCliFlags parse_flags(int argc, char** argv) {
+ChatCliFlags parse_chat_cli_flags(int argc, char** argv) {
   Args args(argc, argv, {"json", "stop-at-eos", "ignore-eos", "no-think"});
   ChatCliFlags f;
   f.model_dir = args.require("model");
@@ -72,11 +72,6 @@ ChatCliFlags parse_flags(int argc, char** argv) {
   f.json = args.flag("json");
   args.finish();
   return f;
-}
-
-void print_text(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
 }
 
 std::string messages_file(const std::string& state_file) { return state_file + ".messages.json"; }
@@ -228,7 +223,7 @@ class ChatSession {
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
-  const ChatCliFlags f = parse_flags(argc, argv);
+  const ChatCliFlags f = parse_chat_cli_flags(argc, argv);
   ChatSession session(f, Engine::load(f.model_dir, f.engine));
   int status = 0;
   for (std::string line; std::getline(std::cin, line);) {

@@ -135,7 +135,7 @@ void read_prompts(Args& args, GenerateFlags& f) {
   }
 }
 
-GenerateFlags parse_flags(int argc, char** argv) {
+GenerateFlags parse_generate_flags(int argc, char** argv) {
   Args args(argc, argv, {"json", "stop-at-eos", "ignore-eos", "chat", "no-think", "print-prompt"});
   GenerateFlags f;
   f.model_dir = args.require("model");
@@ -243,11 +243,6 @@ std::string ids_line(const std::vector<int64_t>& ids) {
   return line;
 }
 
-void print_text(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-}
-
 int run_single(const std::shared_ptr<Engine>& engine_ptr, GenerateFlags& f) {
   Engine& engine = *engine_ptr;
   Snapshot loaded;
@@ -349,7 +344,7 @@ int run_batch(Engine& engine, GenerateFlags& f) {
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
-  GenerateFlags f = parse_flags(argc, argv);
+  GenerateFlags f = parse_generate_flags(argc, argv);
   if (f.print_prompt) return print_prompt(f);
   std::shared_ptr<Engine> engine = Engine::load(f.model_dir, f.engine);
   return f.batch() > 1 ? run_batch(*engine, f) : run_single(engine, f);

@@ -2,7 +2,9 @@
 // engine settings, and the per-request JSON / stats output.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -26,5 +28,11 @@ nlohmann::json result_json(const GenerationResult& r);
 
 // "prompt: ... tokens/s" and "generation: ... tokens/s" on stderr.
 void print_speed(const GenerationResult& r);
+
+// Generated text on stdout, flushed at once: each token shows as it is decoded.
+inline void print_text(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
 
 }  // namespace deltagen
