@@ -45,6 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve_scripts.h"
 #include "test_util.h"
 
 namespace deltagen {
@@ -55,37 +56,24 @@ using nlohmann::json;
 using test::read_text;
 using test::shell_quote;
 using test::TempDir;
+using test::jinja_module;
+using test::kChromium;
+using test::missing_prerequisite;
+using test::node_command;
+using test::node_modules;
+using test::out_dir;
+using test::run_script;
+using test::ScriptResult;
+using test::source_dir;
+using test::tokenizer_assets;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kApiKey = "sk-deltagen-test-key";
 constexpr const char* kAlias = "qwen35-tiny-en";
 
-fs::path source_dir() { return fs::path(DELTAGEN_SOURCE_DIR); }
 fs::path shared_dir() { return source_dir() / ".." / "shared"; }
 fs::path tiny_en_checkpoint() { return shared_dir() / "models" / "qwen35-tiny-en"; }
 fs::path chat_template_file() { return shared_dir() / "reference" / "chat-templates" / "qwen3.5.jinja"; }
-fs::path tokenizer_assets() {
-  if (const char* e = std::getenv("DELTAGEN_TOKENIZER_ASSETS")) return e;
-  return source_dir() / "third_party" / "tokenizer";
-}
-fs::path node_modules() {
-  if (const char* e = std::getenv("DELTAGEN_NODE_MODULES")) return e;
-  return source_dir() / "third_party" / "node_modules";
-}
-fs::path jinja_module() { return tokenizer_assets() / "node_modules" / "@huggingface" / "jinja"; }
-constexpr const char* kChromium = "/usr/bin/chromium";
-
-// Why these tests cannot run here ("" when they can).
-std::string missing_prerequisite(bool browser) {
-  if (std::system("node --version >/dev/null 2>&1") != 0) return "node not found: the server tests run Node.js clients";
-  for (const fs::path& p : {node_modules() / "openai" / "package.json", node_modules() / "playwright-core" / "package.json",
-                            jinja_module() / "package.json", tokenizer_assets() / "qwen3" / "tokenizer.json"})
-    if (!fs::exists(p)) return p.string() + " missing: run scripts/fetch_tokenizer_assets.sh";
-  if (browser && ::access(kChromium, X_OK) != 0)
-    return std::string(kChromium) + " missing: install Debian's chromium (scripts/setup.sh does)";
-  return "";
-}
-
 // The model folder, built once per process.
 const fs::path& model_dir() {
   static TempDir dir;
@@ -100,14 +88,6 @@ const fs::path& model_dir() {
     return out;
   }();
   return model;
-}
-
-// A folder for what the node scripts write (screenshots, conversations),
-// kept after the run: build/Testing/serve/NAME.
-fs::path out_dir(const std::string& name) {
-  const fs::path p = fs::path(DELTAGEN_CLI).parent_path() / "Testing" / "serve" / name;
-  fs::create_directories(p);
-  return p;
 }
 
 // `deltagen serve` as a child process.
@@ -260,41 +240,6 @@ json long_request(int max_tokens) {
           {"max_tokens", max_tokens},
           {"temperature", 0.8},
           {"seed", 7}};
-}
-
-struct ScriptResult {
-  int exit_code = -1;
-  std::string out, err;
-  json result;  // the last line of stdout, parsed
-};
-
-// The shell command that runs tests/serve/NAME with the config, killed after timeout_s.
-std::string node_command(const std::string& name, const json& config, int timeout_s) {
-  const fs::path script = source_dir() / "tests" / "serve" / name;
-  return "timeout -k 5 " + std::to_string(timeout_s) + " node " + shell_quote(script.string()) + " " +
-         shell_quote(config.dump());
-}
-
-// Runs tests/serve/NAME with the config; fails the test (and returns a null
-// result) when the script fails or prints no JSON.
-ScriptResult run_script(const std::string& name, const json& config, int timeout_s = 120) {
-  TempDir tmp;
-  const std::string cmd = node_command(name, config, timeout_s) + " >" + shell_quote((tmp / "out").string()) + " 2>" +
-                          shell_quote((tmp / "err").string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  ScriptResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_text(tmp / "out");
-  r.err = read_text(tmp / "err");
-  EXPECT_EQ(r.exit_code, 0) << name << (r.exit_code == 124 ? " timed out" : " failed") << ":\n" << r.err << r.out;
-  if (r.exit_code == 0) {
-    const size_t end = r.out.find_last_not_of('\n');
-    const size_t start = end == std::string::npos ? 0 : r.out.rfind('\n', end);
-    r.result = json::parse(r.out.substr(start == std::string::npos ? 0 : start + 1), nullptr, false);
-    EXPECT_FALSE(r.result.is_discarded()) << name << " printed no JSON:\n" << r.out;
-    if (r.result.is_discarded()) r.result = nullptr;
-  }
-  return r;
 }
 
 class Serve : public ::testing::Test {

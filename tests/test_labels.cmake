@@ -67,6 +67,7 @@ set(deltagen_label_rules
   "^(MoeReference|MoeGraph|MoeRuntime|MoeRuntimeSnapshot)\\." "golden"
   "^VisionCli\\."                                      "cli,golden"
   "^VisionChatCli\\."                                  "cli,golden"    # tests/vision_serve_test.cpp: chat /image on tiny-vl
+  "^VisionServe\\.ChatPageAttachesAnImage"             "golden,long"   # the chat page in headless Chromium: ~5 s
   "^VisionServe\\."                                    "golden"        # Service + Scheduler in-process on a --vision tiny-vl
   "^(VisionGraph|VisionGraphQuantized|VisionBuild|VisionRuntime|VisionRuntimeErrors|VisionPrecisions)\\." "golden"  # tests/vision_graph_test.cpp, vision_runtime_test.cpp: --vision builds of tiny-vl
   "^(VisionReferenceGolden|VisionReferenceErrors)\\."   "golden"        # shared/golden/vision (tiny-vl) and tiny-a
@@ -80,7 +81,7 @@ set(deltagen_label_rules
   "^CompareCli\\.DepthStudy"                             "cli"
   "^FidelityCardCli\\."                                  "cli,golden"
   "^(FidelityCard|FidelityCardServe)\\."                  "golden"
-  "^(BenchCli|CompareCli|LayerCompareCli)\\."            "cli,golden"
+  "^(BenchCli|BenchServe|CompareCli|LayerCompareCli)\\." "cli,golden"
   "^VisionGolden\\."                                     "golden"        # ../shared/golden/vision: its image, pixel_values, summary.json
   "^BuilderPrecision\\."                                 "golden"
   "^EpPlacementGolden\\."                                "golden"        # loads tiny-a on the CPU and on WebGPU (lavapipe: ~1-20 s)

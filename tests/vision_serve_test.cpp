@@ -24,6 +24,7 @@
 #include "serve/data_url.h"
 #include "serve/http_server.h"
 #include "serve/service.h"
+#include "serve_scripts.h"
 #include "test_util.h"
 #include "vision_fixtures.h"
 
@@ -476,6 +477,31 @@ TEST_F(VisionServe, OverHttp) {
   EXPECT_EQ(health->status, 200);
   http.stop();
   thread.join();
+}
+
+// The chat page (src/serve/web/chat.html) in headless Chromium attaches the
+// golden PNG and sends it (tests/serve/web_page_image.mjs): the reply's prompt
+// is the text-only prompt plus the image's 8 tokens, 6 <|image_pad|> (64x96
+// pixels: 4x6 patches of 16, merged 2x2) between <|vision_start|> and
+// <|vision_end|>.
+TEST_F(VisionServe, ChatPageAttachesAnImage) {
+  if (const std::string why = missing_prerequisite(true); !why.empty()) GTEST_SKIP() << why;
+  Server server(engine());
+  serve::HttpServer http(server.service, {.port = 0});
+  const int port = http.bind();
+  std::thread thread([&] { http.run(); });
+  const nlohmann::json config = {{"base", "http://127.0.0.1:" + std::to_string(port)},
+                                 {"modules", node_modules().string()},
+                                 {"out", out_dir("web-image").string()},
+                                 {"chromium", kChromium},
+                                 {"image", golden_png().string()},
+                                 {"maxTokens", 4}};
+  const ScriptResult r = run_script("web_page_image.mjs", config, 120);
+  http.stop();
+  thread.join();
+  ASSERT_FALSE(r.result.is_null());
+  EXPECT_EQ(r.result["with_image"].get<int64_t>() - r.result["text_only"].get<int64_t>(), 8) << r.result.dump();
+  std::printf("chat page with an image: %s\n", r.result.dump().c_str());
 }
 
 // ---- deltagen chat /image -------------------------------------------------------------
