@@ -50,6 +50,21 @@ export async function playwright() {
   return importFile(path.join(config.modules, 'playwright-core', 'index.mjs'));
 }
 
+// Debian's Chromium, headless, in a fresh profile under config.out (the caller
+// removes it), at the page's 1100 x 800 test size; nothing downloaded.
+export async function launchChromium() {
+  const { chromium } = await playwright();
+  const profile = fs.mkdtempSync(path.join(config.out, 'chromium-profile-'));
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: config.chromium ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+           '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1100, height: 800 },
+  });
+  return { browser, profile };
+}
+
 export function authHeaders(key = config.apiKey) {
   return key ? { Authorization: `Bearer ${key}` } : {};
 }

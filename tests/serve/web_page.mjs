@@ -9,17 +9,9 @@
 // Screenshots go to config.out. Prints {replies, stats, screenshots, stopped}.
 import fs from 'node:fs';
 import path from 'node:path';
-import { check, config, metrics, playwright, print, sleep } from './lib.mjs';
+import { check, config, metrics, launchChromium, print, sleep } from './lib.mjs';
 
-const { chromium } = await playwright();
-const profile = fs.mkdtempSync(path.join(config.out, 'chromium-profile-'));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: config.chromium ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1100, height: 800 },
-});
+const { browser, profile } = await launchChromium();
 const out = { replies: [], stats: [], screenshots: [] };
 try {
   const page = browser.pages()[0] ?? await browser.newPage();

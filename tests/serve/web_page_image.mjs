@@ -10,18 +10,10 @@
 // Prints {with_image, text_only, image_part, screenshot}.
 import fs from 'node:fs';
 import path from 'node:path';
-import { check, config, playwright, print, request } from './lib.mjs';
+import { check, config, launchChromium, print, request } from './lib.mjs';
 
 const message = 'what is in it?';
-const { chromium } = await playwright();
-const profile = fs.mkdtempSync(path.join(config.out, 'chromium-profile-'));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: config.chromium ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1100, height: 800 },
-});
+const { browser, profile } = await launchChromium();
 const out = {};
 try {
   const page = browser.pages()[0] ?? await browser.newPage();
