@@ -206,7 +206,7 @@ TEST(SnapshotFile, ASnapshotLongerThanTheStateIsAClearErrorAndChangesNothing) {
 
 // ---- the CLI: save in one process, continue in another ------------------------------
 
-std::string ids_arg(const std::vector<int64_t>& ids) { return test::joined_ids(ids, ','); }
+std::string ids_flag(const std::vector<int64_t>& ids) { return test::joined_ids(ids, ','); }
 
 TEST(SnapshotCli, SavedStateContinuesIdenticallyInANewProcess) {
   TempDir tmp;
@@ -218,7 +218,7 @@ TEST(SnapshotCli, SavedStateContinuesIdenticallyInANewProcess) {
     return args;
   };
 
-  auto first = test::run_cli(with({"generate", "--model", model, "--ids", ids_arg(test::golden_prompt_ids()),
+  auto first = test::run_cli(with({"generate", "--model", model, "--ids", ids_flag(test::golden_prompt_ids()),
                                    "--max-new-tokens", "20", "--seed", "1", "--save-state", state.string()}));
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_TRUE(fs::exists(state));

@@ -1,4 +1,5 @@
 #include "serve/openai_request.h"
+#include "serve/scheduler.h"
 
 #include <cmath>
 
@@ -11,7 +12,6 @@ namespace {
 
 constexpr size_t kMaxStops = 16;
 constexpr size_t kMaxStopBytes = 1000;
-constexpr int64_t kMaxTopLogprobs = 20;
 
 void bad_type(const std::string& param, const char* expected) { bad_request(param, std::string("must be ") + expected); }
 

@@ -26,7 +26,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-constexpr int64_t kMaxTopLogprobs = 20;  // OpenAI's limit
 
 // The part of a whole prompt's images that runs after its first `from`
 // tokens, restored from the cache with rope delta `delta_before`: the feature

@@ -36,6 +36,9 @@ struct RowImages;  // runtime/generator.h
 
 namespace deltagen::serve {
 
+// The most top_logprobs a request may ask for (OpenAI's limit).
+inline constexpr int64_t kMaxTopLogprobs = 20;
+
 struct SchedulerOptions {
   // Sequences that decode together; 0 = 4 on the CPU, 1 on a device
   // provider (whose state runs as one batch-1 twin: runtime/state.h).
