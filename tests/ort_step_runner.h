@@ -54,7 +54,7 @@ class StepRunner {
       input_names_.push_back(name);
       Ort::TypeInfo type_info = session_.GetInputTypeInfo(i);  // keep alive: the shape info is a view into it
       auto tensor_info = type_info.GetTensorTypeAndShapeInfo();
-      if (name == "inputs_embeds") embeds_dtype_ = tensor_info.GetElementType();
+      if (name == "inputs_embeds" || name == "hidden_states") embeds_dtype_ = tensor_info.GetElementType();
       if (name == "position_ids") mrope_ = tensor_info.GetShape().size() == 3;
       if (name.rfind("past_key_values.", 0) != 0) continue;
       std::vector<int64_t> shape = tensor_info.GetShape();
@@ -66,9 +66,10 @@ class StepRunner {
       output_names_.push_back(session_.GetOutputNameAllocated(i, alloc).get());
   }
 
-  // Feeds `ids` (or, for an inputs_embeds model, `embeds` [ids.size(), hidden]
-  // fp32) after the earlier tokens; returns the first output (logits or
-  // hidden_states) as fp32, all rows it has. A model with 3-D position_ids
+  // Feeds `ids` (and, for an inputs_embeds model or the head's mtp.onnx,
+  // `embeds` [ids.size(), hidden] fp32: inputs_embeds / hidden_states) after
+  // the earlier tokens; returns the first output (logits or hidden_states) as
+  // fp32, all rows it has. A model with 3-D position_ids
   // (a --vision decoder) gets `positions3` [3][ids.size()] when given, else
   // the token position + rope_delta in all three rows.
   std::vector<float> step(const std::vector<int64_t>& ids, const std::vector<float>& embeds = {},
@@ -93,7 +94,7 @@ class StepRunner {
     for (const auto& name : input_names_) {
       if (name == "input_ids") {
         inputs.push_back(i64(input_ids, {1, s}));
-      } else if (name == "inputs_embeds") {
+      } else if (name == "inputs_embeds" || name == "hidden_states") {  // hidden_states: mtp.onnx's input
         std::vector<int64_t> shape = {1, s, int64_t(embeds.size()) / std::max<int64_t>(s, 1)};
         if (embeds_dtype_ == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
           inputs.push_back(Ort::Value::CreateTensor<float>(mem, embeds_copy.data(), embeds_copy.size(),
@@ -127,7 +128,7 @@ class StepRunner {
     last_shape_ = outputs[0].GetTensorTypeAndShapeInfo().GetShape();
     for (size_t i = 1; i < outputs.size(); ++i) {
       const std::string& name = output_names_[i];
-      if (name.rfind("present.", 0) != 0) {  // hidden_states.N of a --layer-outputs build
+      if (name.rfind("present.", 0) != 0) {  // hidden_states(.N), hidden_states_out
         others_.insert_or_assign(name, to_f32(outputs[i]));
         continue;
       }

@@ -21,10 +21,10 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 }
 
 // "model.language_model.layers.0.x" -> "layers.0.x", "model.visual.x" ->
-// "visual.x"; "" for the multi-token-prediction head, which nothing uses.
+// "visual.x", "model.mtp.x" -> "mtp.x" (the multi-token-prediction head).
 std::string canonical_name(const std::string& stored) {
   auto starts = [&](const char* p) { return stored.rfind(p, 0) == 0; };
-  if (starts("mtp.") || starts("model.mtp.")) return "";
+  if (starts("model.mtp.")) return stored.substr(std::strlen("model."));
   if (starts("model.visual.")) return stored.substr(std::strlen("model."));
   if (starts("model.language_model.")) return stored.substr(std::strlen("model.language_model."));
   if (starts("model.")) return stored.substr(std::strlen("model."));
@@ -100,49 +100,69 @@ ExpertLayout detect_expert_layout(const ModelConfig& c, const std::map<std::stri
   return ExpertLayout::PerExpert;
 }
 
+// One decoder layer under prefix `p` ("layers.3.", "mtp.layers.0."): its
+// mixer (gated full attention when `full`, else Gated DeltaNet), its norms
+// and its MLP (MoE in a MoE model).
+void add_layer_specs(const ModelConfig& c, const std::string& p, bool full, ExpertLayout experts,
+                     std::vector<TensorSpec>& specs) {
+  const int64_t H = c.hidden_size;
+  specs.push_back({p + "input_layernorm.weight", {H}});
+  if (full) {
+    const std::string a = p + "self_attn.";
+    const int64_t q_out = 2 * c.num_attention_heads * c.head_dim;  // query and gate, interleaved per head
+    const int64_t kv_out = c.num_key_value_heads * c.head_dim;
+    specs.push_back({a + "q_proj.weight", {q_out, H}});
+    specs.push_back({a + "k_proj.weight", {kv_out, H}});
+    specs.push_back({a + "v_proj.weight", {kv_out, H}});
+    specs.push_back({a + "o_proj.weight", {H, c.num_attention_heads * c.head_dim}});
+    specs.push_back({a + "q_norm.weight", {c.head_dim}});
+    specs.push_back({a + "k_norm.weight", {c.head_dim}});
+  } else {
+    const std::string a = p + "linear_attn.";
+    const int64_t nv = c.linear_num_value_heads;
+    specs.push_back({a + "in_proj_qkv.weight", {c.conv_dim(), H}});
+    specs.push_back({a + "in_proj_z.weight", {c.linear_value_dim(), H}});
+    specs.push_back({a + "in_proj_b.weight", {nv, H}});
+    specs.push_back({a + "in_proj_a.weight", {nv, H}});
+    specs.push_back({a + "conv1d.weight", {c.conv_dim(), 1, c.linear_conv_kernel_dim}});
+    specs.push_back({a + "A_log", {nv}});
+    specs.push_back({a + "dt_bias", {nv}});
+    specs.push_back({a + "norm.weight", {c.linear_value_head_dim}});
+    specs.push_back({a + "out_proj.weight", {H, c.linear_value_dim()}});
+  }
+  specs.push_back({p + "post_attention_layernorm.weight", {H}});
+  if (c.is_moe()) {
+    add_moe_specs(c, p + "mlp.", experts, specs);
+  } else {
+    specs.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, H}});
+    specs.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, H}});
+    specs.push_back({p + "mlp.down_proj.weight", {H, c.intermediate_size}});
+  }
+}
+
 }  // namespace
 
 std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& c, ExpertLayout experts) {
   const int64_t H = c.hidden_size;
   std::vector<TensorSpec> specs;
   specs.push_back({"embed_tokens.weight", {c.vocab_size, H}});
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    specs.push_back({p + "input_layernorm.weight", {H}});
-    if (c.is_full(i)) {
-      const std::string a = p + "self_attn.";
-      const int64_t q_out = 2 * c.num_attention_heads * c.head_dim;  // query and gate, interleaved per head
-      const int64_t kv_out = c.num_key_value_heads * c.head_dim;
-      specs.push_back({a + "q_proj.weight", {q_out, H}});
-      specs.push_back({a + "k_proj.weight", {kv_out, H}});
-      specs.push_back({a + "v_proj.weight", {kv_out, H}});
-      specs.push_back({a + "o_proj.weight", {H, c.num_attention_heads * c.head_dim}});
-      specs.push_back({a + "q_norm.weight", {c.head_dim}});
-      specs.push_back({a + "k_norm.weight", {c.head_dim}});
-    } else {
-      const std::string a = p + "linear_attn.";
-      const int64_t nv = c.linear_num_value_heads;
-      specs.push_back({a + "in_proj_qkv.weight", {c.conv_dim(), H}});
-      specs.push_back({a + "in_proj_z.weight", {c.linear_value_dim(), H}});
-      specs.push_back({a + "in_proj_b.weight", {nv, H}});
-      specs.push_back({a + "in_proj_a.weight", {nv, H}});
-      specs.push_back({a + "conv1d.weight", {c.conv_dim(), 1, c.linear_conv_kernel_dim}});
-      specs.push_back({a + "A_log", {nv}});
-      specs.push_back({a + "dt_bias", {nv}});
-      specs.push_back({a + "norm.weight", {c.linear_value_head_dim}});
-      specs.push_back({a + "out_proj.weight", {H, c.linear_value_dim()}});
-    }
-    specs.push_back({p + "post_attention_layernorm.weight", {H}});
-    if (c.is_moe()) {
-      add_moe_specs(c, p + "mlp.", experts, specs);
-    } else {
-      specs.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, H}});
-      specs.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, H}});
-      specs.push_back({p + "mlp.down_proj.weight", {H, c.intermediate_size}});
-    }
-  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    add_layer_specs(c, "layers." + std::to_string(i) + ".", c.is_full(i), experts, specs);
   specs.push_back({"norm.weight", {H}});
   if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {c.vocab_size, H}});
+  return specs;
+}
+
+std::vector<TensorSpec> qwen35_mtp_tensor_specs(const ModelConfig& c, ExpertLayout experts) {
+  const int64_t H = c.hidden_size;
+  std::vector<TensorSpec> specs;
+  if (c.mtp_num_hidden_layers <= 0) return specs;
+  specs.push_back({"mtp.fc.weight", {H, 2 * H}});
+  specs.push_back({"mtp.pre_fc_norm_embedding.weight", {H}});
+  specs.push_back({"mtp.pre_fc_norm_hidden.weight", {H}});
+  for (int64_t i = 0; i < c.mtp_num_hidden_layers; ++i)
+    add_layer_specs(c, "mtp.layers." + std::to_string(i) + ".", /*full=*/true, experts, specs);
+  specs.push_back({"mtp.norm.weight", {H}});
   return specs;
 }
 
@@ -209,6 +229,13 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
   ck->has_vision_ = ck->config_.vision && any_visual;
   if (ck->has_vision_)
     for (auto& spec : qwen35_vision_tensor_specs(ck->config_)) specs.push_back(std::move(spec));
+  // The multi-token-prediction head, checked when the config declares one and
+  // the files carry it (re-quantized uploads often drop mtp.*: no head then).
+  bool any_mtp = false;
+  for (const auto& [name, info] : ck->tensors_) any_mtp |= name.rfind("mtp.", 0) == 0;
+  ck->has_mtp_ = ck->config_.mtp_num_hidden_layers > 0 && any_mtp;
+  if (ck->has_mtp_)
+    for (auto& spec : qwen35_mtp_tensor_specs(ck->config_, ck->expert_layout_)) specs.push_back(std::move(spec));
   for (const auto& spec : specs) {
     auto it = ck->tensors_.find(spec.name);
     if (it == ck->tensors_.end())

@@ -6,8 +6,8 @@
 //   "embed_tokens.weight", "norm.weight", "lm_head.weight",
 //   "layers.3.self_attn.q_proj.weight", "layers.0.linear_attn.A_log", ...
 // The prefixes "model.language_model." and "model." are stripped on load, so
-// the vision tower's tensors are "visual.blocks.0.attn.qkv.weight", ...;
-// "mtp.*" tensors are ignored.
+// the vision tower's tensors are "visual.blocks.0.attn.qkv.weight", ... and
+// the multi-token-prediction head's "mtp.fc.weight", "mtp.layers.0.*", ...
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -35,6 +35,13 @@ enum class ExpertLayout { Fused, PerExpert };
 // Every tensor the model needs (lm_head.weight only when not tied), in a
 // stable order: embeddings, layers 0..N-1, final norm, lm_head.
 std::vector<TensorSpec> qwen35_tensor_specs(const ModelConfig& cfg, ExpertLayout experts = ExpertLayout::Fused);
+
+// Every tensor of the multi-token-prediction head (docs/speculative.md):
+// mtp.fc [H, 2H] over [embedding, hidden], its two input norms, then
+// mtp_num_hidden_layers gated full-attention layers "mtp.layers.N." shaped
+// like the model's (MoE MLP in a MoE model), then mtp.norm; empty when the
+// config declares none.
+std::vector<TensorSpec> qwen35_mtp_tensor_specs(const ModelConfig& cfg, ExpertLayout experts = ExpertLayout::Fused);
 
 // Every tensor of the vision tower (canonical "visual.*" names); empty for a
 // config without vision_config.
@@ -65,6 +72,9 @@ class Checkpoint {
   const ModelConfig& config() const { return config_; }
   // A vision_config and the visual.* tensors it needs (all checked on open).
   bool has_vision() const { return has_vision_; }
+  // A multi-token-prediction head: the config declares one and the mtp.*
+  // tensors are there (all checked on open).
+  bool has_mtp() const { return has_mtp_; }
   const std::filesystem::path& dir() const { return dir_; }
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
@@ -89,6 +99,7 @@ class Checkpoint {
   ModelConfig config_;
   ExpertLayout expert_layout_ = ExpertLayout::Fused;
   bool has_vision_ = false;
+  bool has_mtp_ = false;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorInfo> tensors_;
 };

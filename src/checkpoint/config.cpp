@@ -260,6 +260,15 @@ ModelConfig parse_config(const json& top, const std::string& origin) {
                 origin);
 
   c.layer_types = read_layer_types(r, c.num_hidden_layers, origin);
+  for (const char* key : {"mtp_num_hidden_layers", "num_nextn_predict_layers"})
+    if (r.has(key)) {
+      const json& v = r.at(key);
+      if (!v.is_number_integer() || v.get<int64_t>() < 0) r.bad(key, "must be a non-negative integer, got " + v.dump());
+      if (v.get<int64_t>() > kMaxConfigLayers) r.bad(key, "is " + v.dump() + ", more than the supported " +
+                                                             std::to_string(kMaxConfigLayers));
+      c.mtp_num_hidden_layers = v.get<int64_t>();
+      break;
+    }
 
   // Top-level values win for the VL layout, as in HF's composite config.
   if (t.has("tie_word_embeddings")) c.tie_word_embeddings = t.boolean("tie_word_embeddings", false);
@@ -346,6 +355,8 @@ json config_to_json(const ModelConfig& c, bool vl_layout) {
         {"mrope_section", mrope_section}}},
       {"tie_word_embeddings", c.tie_word_embeddings},
       {"use_cache", true},
+      {"mtp_num_hidden_layers", c.mtp_num_hidden_layers},
+      {"mtp_use_dedicated_embeddings", false},
   };
   if (c.is_moe()) {
     text["num_experts"] = c.num_experts;

@@ -97,6 +97,13 @@ struct ModelConfig {
   int64_t vision_end_token_id = -1;
   std::array<int64_t, 3> mrope_section{0, 0, 0};  // all 0: every frequency uses the T stream
 
+  // Multi-token prediction (docs/speculative.md): mtp_num_hidden_layers
+  // full-attention layers after a fc over [embedding, hidden] (mtp.* tensors),
+  // sharing the embedding and lm_head. Released Qwen3.5/3.6 configs say 1;
+  // re-quantized uploads may say 1 and ship no mtp.* tensors (the checkpoint
+  // then has no head). Qwen3-Next calls it num_nextn_predict_layers.
+  int64_t mtp_num_hidden_layers = 0;
+
   std::vector<int64_t> eos_token_ids;  // may be empty
   int64_t bos_token_id = -1;           // -1: none
   int64_t pad_token_id = -1;

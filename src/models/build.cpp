@@ -28,6 +28,7 @@ namespace {
 constexpr const char* kModelFile = "model.onnx";
 constexpr const char* kVisionFile = "vision.onnx";
 constexpr const char* kEmbeddingFile = "embedding.onnx";
+constexpr const char* kMtpFile = "mtp.onnx";
 
 // The EOS ids of config.json, then those generation_config.json adds.
 std::vector<int64_t> all_eos_ids(const ModelConfig& cfg, const std::optional<GenerationDefaults>& gen) {
@@ -70,11 +71,31 @@ void add_vision_sections(const ModelConfig& cfg, const BuildOptions& opts, nlohm
   model["decoder"]["inputs"]["inputs_embeds"] = io::kInputsEmbeds;
 }
 
+// The head's section (a build with mtp.onnx) and the decoder's extra output.
+void add_mtp_section(const ModelConfig& cfg, const BuildOptions& opts, nlohmann::json& model) {
+  model["decoder"]["outputs"]["hidden_states"] = io::kHiddenStates;
+  model["mtp"] = {{"filename", kMtpFile},
+                  {"session_options", {{"log_id", "onnxruntime-genai"}, {"provider_options", provider_options(opts.target)}}},
+                  {"num_hidden_layers", cfg.mtp_num_hidden_layers},
+                  {"inputs",
+                   {{"input_ids", io::kInputIds},
+                    {"hidden_states", io::kHiddenStates},
+                    {"attention_mask", io::kAttentionMask},
+                    {"position_ids", io::kPositionIds},
+                    {"past_key_names", "past_key_values.%d.key"},
+                    {"past_value_names", "past_key_values.%d.value"}}},
+                  {"outputs",
+                   {{"logits", io::kLogits},
+                    {"hidden_states", io::kMtpHiddenOut},
+                    {"present_key_names", "present.%d.key"},
+                    {"present_value_names", "present.%d.value"}}}};
+}
+
 // onnxruntime-genai's genai_config.json (model + search sections) for the
 // text-only model. "search" carries generation_config.json's sampling (greedy
 // without one), as onnxruntime-genai's builder does.
 nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, int64_t context_length,
-                            const std::optional<GenerationDefaults>& gen) {
+                            const std::optional<GenerationDefaults>& gen, bool mtp) {
   using nlohmann::json;
   json model = {
       {"context_length", context_length},
@@ -125,6 +146,7 @@ nlohmann::json genai_config(const ModelConfig& cfg, const BuildOptions& opts, in
     if (gen->presence_penalty) search["presence_penalty"] = *gen->presence_penalty;
   }
   if (opts.vision) add_vision_sections(cfg, opts, model);
+  if (mtp) add_mtp_section(cfg, opts, model);
   return {{"model", model}, {"search", search}};
 }
 
@@ -246,10 +268,16 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
     write(vision, kVisionFile, false);
     write(embedding, kEmbeddingFile, false);
   }
+  const bool mtp = builds_mtp_head(ckpt, opts) && !opts.exclude_lm_head;
+  if (mtp) {
+    graph::GraphBuilder head("mtp_graph");
+    build_qwen35_mtp_graph(ckpt, opts, report.context_length, head, recipe);
+    write(head, kMtpFile, false);
+  }
 
   const std::optional<GenerationDefaults> gen = read_generation_config(ckpt.dir());
   write_file_atomic(dir.path() / "genai_config.json",
-                    genai_config(cfg, opts, report.context_length, gen).dump(4) + "\n");
+                    genai_config(cfg, opts, report.context_length, gen, mtp).dump(4) + "\n");
   if (!recipe.report.is_null())
     write_file_atomic(dir.path() / "quantization.json", recipe.report.dump(2) + "\n");
   copy_files_into(ckpt.tokenizer_files(), dir.path());

@@ -84,6 +84,12 @@ struct BuildOptions {
   // layer k - 1, N before the final norm), for `deltagen compare --layers`.
   // The logits do not change; the generation loop does not fetch them.
   bool layer_outputs = false;
+  // --no-mtp: leave a checkpoint's multi-token-prediction head out. With it
+  // (the default when a dense checkpoint has one: mtp.*), the build also
+  // writes mtp.onnx, which genai_config.json names, and the decoder also
+  // outputs hidden_states [B,S,H] after its final norm, every position of a
+  // run: what the head reads (docs/speculative.md).
+  bool mtp = true;
   // --vision: a VL checkpoint also gets vision.onnx and embedding.onnx, and
   // the decoder takes inputs_embeds and 3-D (T, H, W) position_ids [3, B, S]
   // for the interleaved M-RoPE (onnxruntime-genai's VL layout,

@@ -76,6 +76,9 @@ void Graph::build() {
     streams.push_back(residual);
   }
   if (!opts_.exclude_lm_head) lm_head(normed);
+  // With a head (mtp.onnx): the hidden it reads, every position of the run.
+  const bool head_input = builds_mtp_head(ckpt_, opts_) && !opts_.exclude_lm_head;
+  if (head_input) node("Identity", "/model/hidden_states/Identity", {normed}, {}, "", {dtype_of(normed)}, {io::kHiddenStates});
 
   // Outputs are declared last, when their dtypes are known: logits (or
   // hidden_states) first, then the present states in layer order.
@@ -85,6 +88,7 @@ void Graph::build() {
     b_.output(io::kLogits, dtype_of(io::kLogits),
               {kBatch, opts_.prune_lm_head ? Dim(int64_t(1)) : kSeq, cfg_.vocab_size});
   }
+  if (head_input) b_.output(io::kHiddenStates, dtype_of(io::kHiddenStates), {kBatch, kSeq, cfg_.hidden_size});
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     if (cfg_.is_full(i)) {
       const std::vector<Dim> present = {kBatch, cfg_.num_key_value_heads, kTotal, cfg_.head_dim};
@@ -292,7 +296,9 @@ std::string Graph::embed_tokens() {
 
 // (normed, the sum before the norm); the sum only with --layer-outputs, which outputs it.
 std::pair<std::string, std::string> Graph::final_norm(const std::string& x, const std::string& residual) {
-  const std::string name = layer_path(cfg_.num_hidden_layers) + "/final_norm_layernorm/SkipLayerNorm";
+  // Named as upstream: after the last layer, "/model/layers.N".
+  const std::string name =
+      "/model/layers." + std::to_string(cfg_.num_hidden_layers) + "/final_norm_layernorm/SkipLayerNorm";
   return skip_norm(name, x, residual, "norm.weight", opts_.layer_outputs,
                    opts_.exclude_lm_head ? io::kHiddenStates : "");
 }

@@ -19,7 +19,13 @@ inline const std::string kInputsEmbeds = "inputs_embeds";  // instead of input_i
 inline const std::string kAttentionMask = "attention_mask";
 inline const std::string kPositionIds = "position_ids";
 inline const std::string kLogits = "logits";
-inline const std::string kHiddenStates = "hidden_states";  // instead of logits with --exclude-lm-head
+inline const std::string kHiddenStates = "hidden_states";  // instead of logits with --exclude-lm-head;
+                                                           // beside them when the build has a head (mtp.onnx)
+// mtp.onnx: input_ids (the tokens one ahead), hidden_states (the decoder's,
+// or the head's own when chaining drafts), attention_mask, position_ids, its
+// one layer's past_key_values.0.*; out: logits, hidden_states_out (after
+// mtp.norm), present.0.*.
+inline const std::string kMtpHiddenOut = "hidden_states_out";
 // --layer-outputs: the residual stream entering layer k (k = 0: the embeddings;
 // k = N: after the last layer, before the final norm), numbered as HF's
 // output_hidden_states (whose last entry is after the final norm instead).
@@ -42,5 +48,15 @@ inline std::string present_recurrent_state(int64_t n) { return "present." + std:
 // `recipe`: how quantized weights are fitted (default: round to nearest, the plan's formats).
 void build_qwen35_graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length,
                         graph::GraphBuilder& b, const QuantRecipe& recipe = {});
+
+// The multi-token-prediction head as its own model (mtp.onnx): the embedding
+// and lm_head in the decoder build's form, the head's fc and norms, and its
+// gated full-attention layer with its own KV cache (I/O above). Dense
+// checkpoints with a head (Checkpoint::has_mtp).
+void build_qwen35_mtp_graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length,
+                            graph::GraphBuilder& b, const QuantRecipe& recipe = {});
+
+// Whether a build of `ckpt` with `opts` carries the head (mtp.onnx).
+bool builds_mtp_head(const Checkpoint& ckpt, const BuildOptions& opts);
 
 }  // namespace deltagen

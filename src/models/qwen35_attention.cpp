@@ -67,7 +67,8 @@ std::string Graph::full_attention(int64_t i, const std::string& x) {
   const DataType dt = run_dtype("GroupQueryAttention");
   const std::string gqa_name = p + "/GroupQueryAttention";
   std::vector<std::string> inputs = {cast(q, dt, gqa_name + "/query/Cast"), cast(k, dt, gqa_name + "/key/Cast"),
-                                     cast(qkv[2], dt, gqa_name + "/value/Cast"), io::past_key(i), io::past_value(i),
+                                     cast(qkv[2], dt, gqa_name + "/value/Cast"), io::past_key(cache_index(i)),
+                                     io::past_value(cache_index(i)),
                                      seqlens_k_, total_seq_len_};
   if (inside) {
     inputs.push_back(cos_cache_);
@@ -77,7 +78,8 @@ std::string Graph::full_attention(int64_t i, const std::string& x) {
                   {attr("num_heads", nh), attr("kv_num_heads", nkv), attr("scale", 1.0 / std::sqrt(double(hd))),
                    attr("local_window_size", -1), attr("do_rotary", int64_t(inside)), attr("rotary_interleaved", 0),
                    attr("softcap", 0.0f)},
-                  kMsDomain, {dt, dt, dt}, {gqa_name + "/output_0", io::present_key(i), io::present_value(i)});
+                  kMsDomain, {dt, dt, dt},
+                  {gqa_name + "/output_0", io::present_key(cache_index(i)), io::present_value(cache_index(i))});
 
   std::string gate_sig = compute("Sigmoid", p + "/gate/Sigmoid", {gate});
   std::string gated = compute("Mul", p + "/gate/Mul", {gqa[0], gate_sig});

@@ -37,8 +37,6 @@ using graph::DataType;
 // "/model/layers.3/attn/q_proj/MatMul" -> "model.layers.3.attn.q_proj.MatMul.weight":
 // initializers are named after the node that uses them, as upstream does.
 std::string weight_name_for(const std::string& node);
-std::string layer_path(int64_t i);  // "/model/layers.3"
-std::string ckpt_layer(int64_t i);  // "layers.3."
 
 // One projection of a (possibly fused) group: where it lives and its checkpoint weight.
 struct Projection {
@@ -53,6 +51,8 @@ class Graph {
   void build();
   // embedding.onnx (VL builds): input_ids + image_features -> inputs_embeds.
   void build_embedding();
+  // mtp.onnx: the multi-token-prediction head (qwen35.h has its I/O).
+  void build_mtp();
 
  private:
   // ---- typed graph primitives (qwen35_ops.cpp) -----------------------------------
@@ -98,6 +98,13 @@ class Graph {
   graph::Initializer norm_weight(const std::string& ckpt_weight, const std::string& node, ValueMap map,
                                  DataType dtype);
   std::string silu(const std::string& path, const std::string& x);
+
+  // Layer i's node path and checkpoint prefix: "/model/layers.3", "layers.3.";
+  // i = num_hidden_layers is the head's layer ("/mtp/layers.0",
+  // "mtp.layers.0."), whose KV cache is its model's cache 0.
+  std::string layer_path(int64_t i) const;
+  std::string ckpt_layer(int64_t i) const;
+  int64_t cache_index(int64_t i) const { return i < cfg_.num_hidden_layers ? i : i - cfg_.num_hidden_layers; }
 
   // ---- model I/O, embeddings, head (qwen35.cpp) -------------------------------------
   void declare_io();

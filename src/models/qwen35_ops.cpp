@@ -23,8 +23,15 @@ std::string weight_name_for(const std::string& node) {
   return n + ".weight";
 }
 
-std::string layer_path(int64_t i) { return "/model/layers." + std::to_string(i); }
-std::string ckpt_layer(int64_t i) { return "layers." + std::to_string(i) + "."; }
+std::string Graph::layer_path(int64_t i) const {
+  if (i < cfg_.num_hidden_layers) return "/model/layers." + std::to_string(i);
+  return "/mtp/layers." + std::to_string(i - cfg_.num_hidden_layers);
+}
+
+std::string Graph::ckpt_layer(int64_t i) const {
+  if (i < cfg_.num_hidden_layers) return "layers." + std::to_string(i) + ".";
+  return "mtp.layers." + std::to_string(i - cfg_.num_hidden_layers) + ".";
+}
 
 DataType Graph::dtype_of(const std::string& value) const {
   auto it = dtypes_.find(value);

@@ -109,6 +109,42 @@ ReferenceModel::MoeWeights ReferenceModel::load_moe(const Checkpoint& ck, int64_
 
 // ---- construction -------------------------------------------------------------------
 
+ReferenceModel::LayerWeights ReferenceModel::load_layer(const Checkpoint& ck, const std::string& p, bool full,
+                                                       int64_t moe_layer) const {
+  const ModelConfig& c = cfg_;
+  const int64_t H = c.hidden_size;
+  LayerWeights w;
+  w.prefix = p;
+  w.full = full;
+  w.input_norm = load_vector(ck, p + "input_layernorm.weight", H);
+  w.post_norm = load_vector(ck, p + "post_attention_layernorm.weight", H);
+  if (w.full) {
+    const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
+    const std::string a = p + "self_attn.";
+    w.attn.q_proj = load_matrix(ck, a + "q_proj.weight", nh * 2 * hd, H);
+    w.attn.k_proj = load_matrix(ck, a + "k_proj.weight", nkv * hd, H);
+    w.attn.v_proj = load_matrix(ck, a + "v_proj.weight", nkv * hd, H);
+    w.attn.o_proj = load_matrix(ck, a + "o_proj.weight", H, nh * hd);
+    w.attn.q_norm = load_vector(ck, a + "q_norm.weight", hd);
+    w.attn.k_norm = load_vector(ck, a + "k_norm.weight", hd);
+  } else {
+    const int64_t nv = c.linear_num_value_heads;
+    const std::string l = p + "linear_attn.";
+    w.lin.in_proj_qkv = load_matrix(ck, l + "in_proj_qkv.weight", c.conv_dim(), H);
+    w.lin.in_proj_z = load_matrix(ck, l + "in_proj_z.weight", c.linear_value_dim(), H);
+    w.lin.in_proj_b = load_matrix(ck, l + "in_proj_b.weight", nv, H);
+    w.lin.in_proj_a = load_matrix(ck, l + "in_proj_a.weight", nv, H);
+    w.lin.conv = load_matrix(ck, l + "conv1d.weight", c.conv_dim(), c.linear_conv_kernel_dim);
+    w.lin.A_log = load_vector(ck, l + "A_log", nv);
+    w.lin.dt_bias = load_vector(ck, l + "dt_bias", nv);
+    w.lin.norm = load_vector(ck, l + "norm.weight", c.linear_value_head_dim);
+    w.lin.out_proj = load_matrix(ck, l + "out_proj.weight", H, c.linear_value_dim());
+  }
+  if (c.is_moe()) w.moe = load_moe(ck, moe_layer);
+  else w.mlp = load_swiglu(ck, p + "mlp.", c.intermediate_size, H);
+  return w;
+}
+
 ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
   const ModelConfig& c = cfg_;
   const int64_t H = c.hidden_size;
@@ -120,42 +156,22 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
     fail(ck.dir().string(), "config not supported by the reference (head counts, rotary_dim or layer_types)");
 
   embed_ = load_matrix(ck, "embed_tokens.weight", c.vocab_size, H);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    LayerWeights w;
-    w.prefix = p;
-    w.full = c.is_full(i);
-    w.input_norm = load_vector(ck, p + "input_layernorm.weight", H);
-    w.post_norm = load_vector(ck, p + "post_attention_layernorm.weight", H);
-    if (w.full) {
-      const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
-      const std::string a = p + "self_attn.";
-      w.attn.q_proj = load_matrix(ck, a + "q_proj.weight", nh * 2 * hd, H);
-      w.attn.k_proj = load_matrix(ck, a + "k_proj.weight", nkv * hd, H);
-      w.attn.v_proj = load_matrix(ck, a + "v_proj.weight", nkv * hd, H);
-      w.attn.o_proj = load_matrix(ck, a + "o_proj.weight", H, nh * hd);
-      w.attn.q_norm = load_vector(ck, a + "q_norm.weight", hd);
-      w.attn.k_norm = load_vector(ck, a + "k_norm.weight", hd);
-    } else {
-      const int64_t nv = c.linear_num_value_heads;
-      const std::string l = p + "linear_attn.";
-      w.lin.in_proj_qkv = load_matrix(ck, l + "in_proj_qkv.weight", c.conv_dim(), H);
-      w.lin.in_proj_z = load_matrix(ck, l + "in_proj_z.weight", c.linear_value_dim(), H);
-      w.lin.in_proj_b = load_matrix(ck, l + "in_proj_b.weight", nv, H);
-      w.lin.in_proj_a = load_matrix(ck, l + "in_proj_a.weight", nv, H);
-      w.lin.conv = load_matrix(ck, l + "conv1d.weight", c.conv_dim(), c.linear_conv_kernel_dim);
-      w.lin.A_log = load_vector(ck, l + "A_log", nv);
-      w.lin.dt_bias = load_vector(ck, l + "dt_bias", nv);
-      w.lin.norm = load_vector(ck, l + "norm.weight", c.linear_value_head_dim);
-      w.lin.out_proj = load_matrix(ck, l + "out_proj.weight", H, c.linear_value_dim());
-    }
-    if (c.is_moe()) w.moe = load_moe(ck, i);
-    else w.mlp = load_swiglu(ck, p + "mlp.", c.intermediate_size, H);
-    layers_.push_back(std::move(w));
-  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    layers_.push_back(load_layer(ck, "layers." + std::to_string(i) + ".", c.is_full(i), i));
   final_norm_ = load_vector(ck, "norm.weight", H);
   lm_head_name_ = ck.lm_head_name();
   if (lm_head_name_ != "embed_tokens.weight") lm_head_ = load_matrix(ck, lm_head_name_, c.vocab_size, H);
+
+  if (ck.has_mtp() && !c.is_moe()) {  // a MoE model's head (a MoE MLP) is not in the reference yet
+    MtpWeights m;
+    m.fc = load_matrix(ck, "mtp.fc.weight", H, 2 * H);
+    m.norm_embedding = load_vector(ck, "mtp.pre_fc_norm_embedding.weight", H);
+    m.norm_hidden = load_vector(ck, "mtp.pre_fc_norm_hidden.weight", H);
+    for (int64_t i = 0; i < c.mtp_num_hidden_layers; ++i)
+      m.layers.push_back(load_layer(ck, "mtp.layers." + std::to_string(i) + ".", /*full=*/true, -1));
+    m.norm = load_vector(ck, "mtp.norm.weight", H);
+    mtp_ = std::move(m);
+  }
 
   inv_freq_ = ref::rope_inv_freq(c.rope_theta, c.rotary_dim());
   for (int i = 0; i < 3; ++i) mrope_section_[i] = c.mrope_section[size_t(i)];
@@ -437,23 +453,77 @@ void ReferenceModel::run_layers_at(int64_t first, Matrix64& h, ReferenceState& s
     throw std::logic_error("run_layers: layer or width out of range");
   const LinearInputObserver* observe = trace ? &trace->linear_inputs : nullptr;
   for (int64_t i = first; i < c.num_hidden_layers; ++i) {
-    const LayerWeights& w = layers_[size_t(i)];
-    // Pre-norm residual block: x += mixer(norm(x)); x += mlp(norm(x)).
-    Matrix64 normed = rms_norm_rows(h, w.input_norm, c.rms_norm_eps);
-    Matrix64 mixed = w.full ? full_attention(w, normed, pos, state.kv[size_t(i)], observe)
-                            : gated_delta_net(w, normed, state.deltanet[size_t(i)], observe);
-    for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += mixed.data[e];
-    Matrix64 post = rms_norm_rows(h, w.post_norm, c.rms_norm_eps);
     RouterTrace* routing = nullptr;
     if (trace && c.is_moe()) {
       trace->routing.resize(size_t(c.num_hidden_layers));
       routing = &trace->routing[size_t(i)];
     }
-    Matrix64 m = c.is_moe() ? moe(w, post, observe, routing) : mlp(w, post, observe);
-    for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += m.data[e];
+    run_layer(layers_[size_t(i)], h, pos, &state.kv[size_t(i)], &state.deltanet[size_t(i)], observe, routing);
     if (trace) trace->hidden.push_back(h);
   }
   state.position += h.rows;
+}
+
+// One pre-norm residual block over h (updated in place): x += mixer(norm(x));
+// x += mlp(norm(x)). The mixer reads and extends `kv` (full attention) or
+// `deltanet` (linear).
+void ReferenceModel::run_layer(const LayerWeights& w, Matrix64& h, const MropePositions& pos, KvCache* kv,
+                               DeltaNetState* deltanet, const LinearInputObserver* observe,
+                               RouterTrace* routing) const {
+  const ModelConfig& c = cfg_;
+  Matrix64 normed = rms_norm_rows(h, w.input_norm, c.rms_norm_eps);
+  Matrix64 mixed = w.full ? full_attention(w, normed, pos, *kv, observe) : gated_delta_net(w, normed, *deltanet, observe);
+  for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += mixed.data[e];
+  Matrix64 post = rms_norm_rows(h, w.post_norm, c.rms_norm_eps);
+  Matrix64 m = c.is_moe() ? moe(w, post, observe, routing) : mlp(w, post, observe);
+  for (size_t e = 0; e < h.data.size(); ++e) h.data[e] += m.data[e];
+}
+
+// ---- the multi-token-prediction head ---------------------------------------------------------
+
+ReferenceMtpState ReferenceModel::new_mtp_state() const {
+  if (!mtp_) fail("reference", "the checkpoint has no multi-token-prediction head (mtp.*)");
+  ReferenceMtpState s;
+  s.kv.resize(mtp_->layers.size());
+  for (KvCache& kv : s.kv) {
+    kv.k.assign(size_t(cfg_.num_key_value_heads), {});
+    kv.v.assign(size_t(cfg_.num_key_value_heads), {});
+  }
+  return s;
+}
+
+Matrix64 ReferenceModel::mtp_forward(const std::vector<int64_t>& next_ids, const Matrix64& hidden,
+                                     ReferenceMtpState& state, Matrix64* hm) const {
+  if (!mtp_) fail("reference", "the checkpoint has no multi-token-prediction head (mtp.*)");
+  const ModelConfig& c = cfg_;
+  const int64_t T = int64_t(next_ids.size()), H = c.hidden_size;
+  if (hidden.rows != T || hidden.cols != H)
+    fail("reference", "the head takes one hidden row of width " + std::to_string(H) + " per token: got [" +
+                          std::to_string(hidden.rows) + "][" + std::to_string(hidden.cols) + "] for " +
+                          std::to_string(T) + " tokens");
+  if (state.kv.size() != mtp_->layers.size()) fail("reference", "state does not belong to this head (use new_mtp_state())");
+  // x = fc([norm(embed(t_{i+1})) | norm(h_i)]): the embedding first.
+  const Matrix64 e = rms_norm_rows(embed(next_ids), mtp_->norm_embedding, c.rms_norm_eps);
+  const Matrix64 g = rms_norm_rows(hidden, mtp_->norm_hidden, c.rms_norm_eps);
+  Matrix64 both(T, 2 * H);
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy(e.row(t), e.row(t) + H, both.row(t));
+    std::copy(g.row(t), g.row(t) + H, both.row(t) + H);
+  }
+  Matrix64 x = linear(both, mtp_->fc);
+  // The head's layers at the hidden rows' own positions, with their own caches.
+  MropePositions pos;
+  for (int64_t t = 0; t < T; ++t) {
+    pos.t.push_back(state.position + t);
+    pos.h.push_back(state.position + t);
+    pos.w.push_back(state.position + t);
+  }
+  for (size_t l = 0; l < mtp_->layers.size(); ++l) run_layer(mtp_->layers[l], x, pos, &state.kv[l], nullptr, nullptr, nullptr);
+  state.position += T;
+  Matrix64 normed = rms_norm_rows(x, mtp_->norm, c.rms_norm_eps);
+  Matrix64 logits = linear(normed, logits_weight());  // the model's own lm_head
+  if (hm) *hm = std::move(normed);
+  return logits;
 }
 
 Matrix64 ReferenceModel::final_norm(const Matrix64& h) const {

@@ -24,6 +24,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,13 @@ struct ReferenceState {
   int64_t rope_delta = 0;
   std::vector<KvCache> kv;            // [num_layers]; used by full-attention layers only
   std::vector<DeltaNetState> deltanet;  // [num_layers]; used by linear layers only
+};
+
+// The multi-token-prediction head's own state: its attention layers' caches
+// and the slots it has run (the next slot's rotary position).
+struct ReferenceMtpState {
+  int64_t position = 0;
+  std::vector<KvCache> kv;  // [mtp_num_hidden_layers]
 };
 
 // Called with the input x [T][in] of every Linear layer and the checkpoint
@@ -123,6 +131,21 @@ class ReferenceModel {
   // state.position + t, this is forward() bit for bit.
   Matrix64 forward_embeds(const Matrix64& embeds, const MropePositions& pos, ReferenceState& state,
                           ReferenceTrace* trace = nullptr) const;
+
+  // ---- the multi-token-prediction head (a checkpoint with mtp.*; docs/speculative.md) ----
+  // The checkpoint has a head (dense models; a MoE model's head is not in the reference yet).
+  bool has_mtp() const { return mtp_.has_value(); }
+  // An empty head state; Error when the checkpoint has no head.
+  ReferenceMtpState new_mtp_state() const;
+  // Runs the head over T slots, continuing from `state` (updated): slot j
+  // reads hidden[j], the main model's hidden at position p AFTER its final
+  // norm (what its lm_head reads; or, chaining drafts, the head's own
+  // previous *hm row), and next_ids[j], the token at p + 1, at rotary
+  // position state.position + j (= p: the hidden's position). Returns the
+  // logits of the token at p + 2 [T][vocab], through the model's lm_head;
+  // *hm gets the head's hidden after mtp.norm [T][hidden].
+  Matrix64 mtp_forward(const std::vector<int64_t>& next_ids, const Matrix64& hidden, ReferenceMtpState& state,
+                       Matrix64* hm = nullptr) const;
 
   // The pieces of forward(), for studies that rerun part of the model
   // (quantization sensitivity): the embeddings of `ids` [T][hidden]; layers
@@ -188,6 +211,15 @@ class ReferenceModel {
     MoeWeights moe;                             // MoE models
   };
 
+  struct MtpWeights {
+    Matrix64 fc;  // [hidden][2 * hidden] over [embedding | hidden]
+    std::vector<double> norm_embedding, norm_hidden, norm;  // [hidden], offsets
+    std::vector<LayerWeights> layers;  // full attention, prefix "mtp.layers.N."
+  };
+
+  LayerWeights load_layer(const Checkpoint& ck, const std::string& prefix, bool full, int64_t moe_layer) const;
+  void run_layer(const LayerWeights& w, Matrix64& h, const MropePositions& pos, KvCache* kv, DeltaNetState* deltanet,
+                 const LinearInputObserver* observe, RouterTrace* routing) const;
   static ExpertWeights load_swiglu(const Checkpoint& ck, const std::string& prefix, int64_t I, int64_t H);
   MoeWeights load_moe(const Checkpoint& ck, int64_t layer) const;
   Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, const MropePositions& pos, KvCache& cache,
@@ -207,6 +239,7 @@ class ReferenceModel {
   std::vector<double> final_norm_;  // [hidden], offsets
   Matrix64 lm_head_;  // [vocab][hidden]; empty when tied to embed_
   std::string lm_head_name_;  // its checkpoint name ("embed_tokens.weight" when tied)
+  std::optional<MtpWeights> mtp_;  // when the checkpoint has a head
   std::vector<double> inv_freq_;  // [rotary_dim / 2]
   int64_t mrope_section_[3] = {0, 0, 0};  // [sT, sH, sW] (all 0: text, every frequency on T)
 };

@@ -88,6 +88,7 @@ void fill_tensor(const TensorSpec& spec, const ModelConfig& cfg, uint64_t seed, 
 std::string stored_name(const std::string& canonical, bool vl_layout) {
   if (canonical == "lm_head.weight") return canonical;
   if (canonical.rfind("visual.", 0) == 0) return "model." + canonical;
+  if (canonical.rfind("mtp.", 0) == 0) return canonical;  // top level in every layout, as released
   return (vl_layout ? "model.language_model." : "model.") + canonical;
 }
 
@@ -102,7 +103,7 @@ std::string human_bytes(double b) {
 
 namespace {
 
-// The dense sizes: Qwen3.5-0.8B .. 9B.
+// The dense sizes: Qwen3.5-0.8B .. 27B (Qwen3.6-27B has the 27B's shapes).
 bool dense_preset(const std::string& name, ModelConfig& c) {
   struct Size { const char* name; int64_t hidden, layers, inter, heads, kv, nv; bool tied; };
   static const Size kSizes[] = {
@@ -110,6 +111,7 @@ bool dense_preset(const std::string& name, ModelConfig& c) {
       {"2b", 2048, 24, 6144, 8, 2, 16, true},
       {"4b", 2560, 32, 9216, 16, 4, 32, true},
       {"9b", 4096, 32, 12288, 16, 4, 32, false},
+      {"27b", 5120, 64, 17408, 24, 4, 48, false},  // Qwen3.5-27B / Qwen3.6-27B
   };
   for (const auto& s : kSizes) {
     if (name != s.name) continue;
@@ -187,7 +189,7 @@ ModelConfig synth_preset(const std::string& name) {
   } else {
     if (!dense_preset(name, c) && !moe_preset(name, c))
       fail("--preset", "unknown preset '" + name +
-                           "' (expected tiny, 0.8b, 2b, 4b, 9b, tiny-moe, 35b-a3b, 122b-a10b or 397b-a17b)");
+                           "' (expected tiny, 0.8b, 2b, 4b, 9b, 27b, tiny-moe, 35b-a3b, 122b-a10b or 397b-a17b)");
     c.vocab_size = 248320;
     c.head_dim = 256;
     c.linear_num_key_heads = 16;
@@ -242,6 +244,7 @@ void set_num_layers(ModelConfig& c, int64_t layers) {
 void write_synthetic_checkpoint(const ModelConfig& cfg, const SynthOptions& opts, const fs::path& out_dir) {
   std::vector<TensorSpec> specs = qwen35_tensor_specs(cfg, opts.expert_layout);
   for (auto& spec : qwen35_vision_tensor_specs(cfg)) specs.push_back(std::move(spec));
+  for (auto& spec : qwen35_mtp_tensor_specs(cfg, opts.expert_layout)) specs.push_back(std::move(spec));
   const size_t esize = dtype_size(opts.dtype);
 
   // Group tensors into shards of at most opts.shard_bytes (a tensor never splits).

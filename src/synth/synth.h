@@ -13,7 +13,7 @@
 
 namespace deltagen {
 
-// Dense: tiny (the golden checkpoint's shapes), 0.8b, 2b, 4b, 9b; mixture of
+// Dense: tiny (the golden checkpoint's shapes), 0.8b, 2b, 4b, 9b, 27b; mixture of
 // experts: tiny-moe (shared/golden/moe/tiny-moe-a's shapes), 35b-a3b,
 // 122b-a10b, 397b-a17b. Throws Error for others.
 ModelConfig synth_preset(const std::string& name);
@@ -23,6 +23,9 @@ ModelConfig synth_preset(const std::string& name);
 // "0.8b", the 4B's for the others. The checkpoint then also gets
 // model.visual.* tensors and a preprocessor_config.json.
 void add_vision_tower(ModelConfig& cfg, const std::string& preset);
+
+// A config with mtp_num_hidden_layers > 0 (synth --mtp sets 1, as released)
+// also gets the multi-token-prediction head's mtp.* tensors.
 
 // Changes the depth, keeping the 3 linear : 1 full layer pattern.
 void set_num_layers(ModelConfig& cfg, int64_t layers);

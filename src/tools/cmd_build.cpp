@@ -8,6 +8,7 @@
 //               --bits-budget B (mixed int4/int8 by measured sensitivity; needs --calibration)
 //   graph I/O   --exclude-embeds   --exclude-lm-head   --prune-lm-head
 //               --layer-outputs (hidden_states.0..N: the residual stream between layers)
+//               --no-mtp (leave a checkpoint's multi-token-prediction head out: no mtp.onnx)
 //   images      --vision (VL checkpoints: vision.onnx + embedding.onnx, and a decoder taking
 //               inputs_embeds and 3-D position_ids: onnxruntime-genai's VL layout)
 //               --vision-precision fp32|int8|int4 (the tower's Linear weights; fp32)
@@ -44,7 +45,7 @@ const std::set<std::string>& build_switches() {
   static const std::set<std::string> switches = {
       "asymmetric",          "exclude-embeds",           "exclude-lm-head",  "prune-lm-head",
       "norm-upcast",         "q-scale-mul",              "conv-channels-last", "no-rotary-in-attention",
-      "no-fuse-projections", "no-linear-attention-gate", "no-gated-rmsnorm", "layer-outputs",    "vision",
+      "no-fuse-projections", "no-linear-attention-gate", "no-gated-rmsnorm", "layer-outputs",    "vision", "no-mtp",
   };
   return switches;
 }
@@ -106,6 +107,7 @@ BuildOptions build_options_from_args(Args& args) {
   o.exclude_lm_head = args.flag("exclude-lm-head");
   o.prune_lm_head = args.flag("prune-lm-head");
   o.layer_outputs = args.flag("layer-outputs");
+  o.mtp = !args.flag("no-mtp");
   o.vision = args.flag("vision");
   if (auto v = args.get("vision-precision")) o.vision_precision = parse_precision(*v, "vision-precision");
 

@@ -11,7 +11,7 @@
 namespace deltagen {
 
 int cmd_synth(int argc, char** argv) {
-  Args args(argc, argv, {"untied-lm-head", "tied-lm-head", "text-layout", "vision"});
+  Args args(argc, argv, {"untied-lm-head", "tied-lm-head", "text-layout", "vision", "mtp"});
   const std::string preset = args.require("preset");
   ModelConfig cfg = synth_preset(preset);
   std::string out = args.require("out");
@@ -31,6 +31,7 @@ int cmd_synth(int argc, char** argv) {
     if (cfg.is_moe()) fail("--vision", "is for the dense presets");
     add_vision_tower(cfg, preset);
   }
+  if (args.flag("mtp")) cfg.mtp_num_hidden_layers = 1;  // --mtp: a multi-token-prediction head, as released
   if (!opts.vl_layout) cfg.model_type = cfg.is_moe() ? "qwen3_5_moe_text" : "qwen3_5_text";
   // Mixture-of-experts shapes other than the presets' (round trips, studies).
   for (const char* key : {"experts", "top-k", "expert-layout"})
