@@ -9,7 +9,7 @@
 
 #include "measure/corpus.h"
 #include "measure/progress.h"
-#include "measure/number_text.h"
+#include "util/number_text.h"
 #include "runtime/generator.h"
 #include "runtime/sampling.h"
 #include "runtime/session.h"

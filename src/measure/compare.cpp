@@ -15,7 +15,7 @@
 #include "measure/meters.h"
 #include "measure/progress.h"
 #include "measure/stats.h"
-#include "measure/number_text.h"
+#include "util/number_text.h"
 #include "reference/qwen35_reference.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"

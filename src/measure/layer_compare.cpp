@@ -9,7 +9,7 @@
 
 #include "measure/meters.h"
 #include "measure/progress.h"
-#include "measure/number_text.h"
+#include "util/number_text.h"
 #include "deltagen/error.h"
 
 namespace deltagen::measure {

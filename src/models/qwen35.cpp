@@ -22,15 +22,6 @@ using graph::kMsDomain;
 
 namespace {
 
-const Dim kBatch = std::string("batch_size");
-const Dim kSeq = std::string("sequence_length");
-const Dim kPast = std::string("past_sequence_length");
-const Dim kTotal = std::string("total_sequence_length");
-
-}  // namespace
-
-namespace {
-
 // The plan with the recipe's lm_head format (--bits-budget), which the
 // embedding table follows.
 PrecisionPlan plan_with_recipe(const Checkpoint& ckpt, const BuildOptions& opts, const QuantRecipe& recipe) {

@@ -34,6 +34,12 @@ namespace deltagen::qwen35 {
 
 using graph::DataType;
 
+// The symbolic dimensions of the graphs' I/O.
+inline const graph::Dim kBatch = std::string("batch_size");
+inline const graph::Dim kSeq = std::string("sequence_length");
+inline const graph::Dim kPast = std::string("past_sequence_length");
+inline const graph::Dim kTotal = std::string("total_sequence_length");
+
 // "/model/layers.3/attn/q_proj/MatMul" -> "model.layers.3.attn.q_proj.MatMul.weight":
 // initializers are named after the node that uses them, as upstream does.
 std::string weight_name_for(const std::string& node);

@@ -20,16 +20,14 @@ using graph::attr;
 using graph::Dim;
 
 void Graph::build_mtp() {
-  const Dim batch = std::string("batch_size"), seq = std::string("sequence_length");
-  const Dim past = std::string("past_sequence_length"), total = std::string("total_sequence_length");
   const int64_t H = cfg_.hidden_size, layer = cfg_.num_hidden_layers;  // the head's layer comes after the model's
 
-  graph_input(io::kInputIds, graph::kInt64, {batch, seq});
-  graph_input(io::kHiddenStates, plan_.activations, {batch, seq, H});
-  graph_input(io::kAttentionMask, graph::kInt64, {batch, total});
-  graph_input(io::kPositionIds, graph::kInt64, {batch, seq});
+  graph_input(io::kInputIds, graph::kInt64, {kBatch, kSeq});
+  graph_input(io::kHiddenStates, plan_.activations, {kBatch, kSeq, H});
+  graph_input(io::kAttentionMask, graph::kInt64, {kBatch, kTotal});
+  graph_input(io::kPositionIds, graph::kInt64, {kBatch, kSeq});
   const DataType kv = run_dtype("GroupQueryAttention");
-  const std::vector<Dim> past_shape = {batch, cfg_.num_key_value_heads, past, cfg_.head_dim};
+  const std::vector<Dim> past_shape = {kBatch, cfg_.num_key_value_heads, kPast, cfg_.head_dim};
   graph_input(io::past_key(0), kv, past_shape);
   graph_input(io::past_value(0), kv, past_shape);
   attention_mask_to_gqa_inputs();
@@ -58,9 +56,9 @@ void Graph::build_mtp() {
   (void)unused;
   lm_head(hidden_out);
 
-  b_.output(io::kLogits, dtype_of(io::kLogits), {batch, opts_.prune_lm_head ? Dim(int64_t(1)) : seq, cfg_.vocab_size});
-  b_.output(io::kMtpHiddenOut, dtype_of(io::kMtpHiddenOut), {batch, seq, H});
-  const std::vector<Dim> present = {batch, cfg_.num_key_value_heads, total, cfg_.head_dim};
+  b_.output(io::kLogits, dtype_of(io::kLogits), {kBatch, opts_.prune_lm_head ? Dim(int64_t(1)) : kSeq, cfg_.vocab_size});
+  b_.output(io::kMtpHiddenOut, dtype_of(io::kMtpHiddenOut), {kBatch, kSeq, H});
+  const std::vector<Dim> present = {kBatch, cfg_.num_key_value_heads, kTotal, cfg_.head_dim};
   b_.output(io::present_key(0), dtype_of(io::present_key(0)), present);
   b_.output(io::present_value(0), dtype_of(io::present_value(0)), present);
 }

@@ -5,6 +5,7 @@
 
 #include "deltagen/error.h"
 #include "tokenizer/text_file.h"
+#include "util/number_text.h"
 
 namespace deltagen {
 
@@ -12,14 +13,6 @@ namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string sci(double v) { return v == 0 ? std::string("0") : fmt("%.3e", v); }
 
 double number(const ordered_json& j, std::initializer_list<const char*> path) {
   const ordered_json* p = &j;
