@@ -356,7 +356,9 @@ TEST(BenchServe, CliMeasuresStreamsTurnsAndHttp) {
   }
   ASSERT_EQ(j["http"].size(), 1u);
   EXPECT_EQ(j["http"][0]["tokens"], 6);
-  EXPECT_GT(j["http"][0]["client_ms_per_token"].get<double>(), 0);
+  // A time, not a property: on this tiny model the whole stream can arrive in
+  // one read (then 0). Speed is measured by the bench, not asserted here.
+  EXPECT_GE(j["http"][0]["client_ms_per_token"].get<double>(), 0);
 }
 
 }  // namespace
