@@ -335,7 +335,7 @@ TEST(BenchCli, BadInput) {
 // conversation prefills only what is new, and cache on and off agree.
 TEST(BenchServe, CliMeasuresStreamsTurnsAndHttp) {
   const std::string dir = test::golden_chat_model_dir().string();
-  const auto r = run_cli({"bench-serve", "--model", dir, "--streams", "1,2", "--prompt", "8", "--gen", "6", "--runs", "1",
+  const auto r = run_cli({"bench-serve", "--model", dir, "--streams", "1,2", "--prompt", "8", "--gen", "48", "--runs", "1",
                           "--turns", "3", "--turn-tokens", "12", "--reply", "4", "--http-tokens", "6", "--threads", "1",
                           "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
