@@ -611,9 +611,10 @@ const fs::path& int4_model(int64_t accuracy_level = 4) {
   return built.at(accuracy_level);
 }
 
-std::unique_ptr<Model> load(KernelSet set) {
+std::unique_ptr<Model> load(KernelSet set, const std::string& max_isa = "") {
   RuntimeOptions o{.intra_op_threads = 1};
   o.kernels.set = set;
+  o.kernels.max_isa = max_isa;
   return Model::load(int4_model(), o);
 }
 
@@ -628,77 +629,78 @@ TEST(MoeKernelGolden, EveryQMoeOfTheInt4BuildMovesToDeltagen) {
   EXPECT_GT(load(KernelSet::Deltagen)->fast_kernel_nodes(), s.moe);
 }
 
-// The same int4 model on deltagen's kernels and on ORT's: prompt logits, then
-// deltagen's greedy tokens, fed to ORT too (so every step compares the same
-// context). What separates them: ORT's QMoE multiplies in fp32, deltagen's
-// with int8 activations (~1% RMS per output, MoeKernel tests above), and the
-// dense projections' two int8 kernels round differently; this random tiny
-// model (max |logit| ~3.6) amplifies that through 4 layers. Measured max
-// |dlogit| 0.48 over the prompt and 0.12 over the decode steps: bounds at
-// twice that. Most of it is not the experts: on the prompt alone (measured
-// once, with the rewrite's moe switch off) deltagen's kernels are 0.235 from
-// the exact model with the QMoE nodes left on ORT and 0.217 with them on
-// deltagen, and ORT's own int8 path is 0.499 from it. Both kernel sets are
-// held to that exact model as ortext_test.cpp holds the dense int4 model:
-// deltagen within twice ORT's distance (measured over every row: 0.49 and
-// 0.50). Greedy: where deltagen's token is not
-// ORT's argmax (2 of 16 steps here, at exact-model margins of 0.03 and 0.08),
-// ORT's logit for it is within the decode bound of its best.
-TEST(MoeKernelGolden, Int4ModelOnDeltagenKernelsStaysCloseToOrt) {
+// The same int4 model on deltagen's kernels, at every instruction set this CPU
+// has, and on ORT's: deltagen's greedy tokens are fed to ORT and to the exact
+// model (accuracy level 0: every int4 matmul and the experts in fp32), so
+// every row compares the same context. Both int8 paths are judged by their
+// distance from the exact model, as ortext_test.cpp judges the dense int4
+// model: deltagen's within twice ORT's, over the prompt and over the decode
+// steps apart. Their distance from each other is no fixed bound: this random
+// tiny model (max |logit| ~3.7) amplifies any rounding difference through 4
+// layers, so a build that rounds the fp32 kernels differently (the -O1
+// sanitizer build, or DELTAGEN_KERNEL_ISA=scalar) chooses other greedy
+// tokens, and on that context ORT's own int8 path is 0.64 from the exact
+// model, not 0.45 (a bound on |deltagen - ORT| of 0.25 failed there).
+// Measured on an AVX-512 host, prompt / decode: deltagen 0.22 / 0.49, ORT
+// 0.50 / 0.45; with DELTAGEN_KERNEL_ISA=scalar deltagen 0.22 / 0.20, ORT
+// 0.50 / 0.64. The int8 matmuls give the same bits at every level.
+// What separates the kernels (MoeKernel tests above): ORT's QMoE multiplies
+// in fp32, deltagen's with int8 activations (~1% RMS per output), and the
+// dense projections' two int8 kernels round differently.
+TEST(MoeKernelGolden, Int4ModelOnDeltagenKernelsIsAsCloseToTheExactModelAsOrt) {
   const std::vector<int64_t> prompt = golden_summary().at("prompt_ids").get<std::vector<int64_t>>();
-  auto fast = load(KernelSet::Deltagen), stock = load(KernelSet::Ort);
+  auto stock = load(KernelSet::Ort);
   RuntimeOptions exact_options{.intra_op_threads = 1};
   exact_options.kernels.set = KernelSet::Ort;
   auto exact = Model::load(int4_model(0), exact_options);
-  const int64_t P = int64_t(prompt.size()), V = fast->vocab_size(), steps = 16;
-  constexpr double kPromptBound = 1.0, kDecodeBound = 0.25;
+  const int64_t P = int64_t(prompt.size()), steps = 16;
+  constexpr double kPromptBound = 1.0;  // deltagen vs ORT over the prompt: the same model, give or take int8
 
-  Generator fast_gen(*fast);
-  GenerateOptions opts;
-  opts.max_new_tokens = steps;
-  opts.collect_logits = true;
-  const GenerateResult r = generate_greedy(fast_gen, prompt, opts);
-  ASSERT_EQ(int64_t(r.generated_ids.size()), steps);
-  ASSERT_EQ(r.logits_rows, P + steps - 1);  // the prompt's rows, then one per decode step
+  for (const kernels::KernelLevel level : {kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2,
+                                           kernels::KernelLevel::Avx512}) {
+    if (level > kernels::supported_level()) continue;
+    SCOPED_TRACE(kernels::level_name(level));
+    auto fast = load(KernelSet::Deltagen, kernels::level_name(level));
+    const int64_t V = fast->vocab_size();
+    Generator fast_gen(*fast);
+    GenerateOptions opts;
+    opts.max_new_tokens = steps;
+    opts.collect_logits = true;
+    const GenerateResult r = generate_greedy(fast_gen, prompt, opts);
+    ASSERT_EQ(int64_t(r.generated_ids.size()), steps);
+    ASSERT_EQ(r.logits_rows, P + steps - 1);  // the prompt's rows, then one per decode step
 
-  std::vector<int64_t> context = prompt;
-  context.insert(context.end(), r.generated_ids.begin(), r.generated_ids.end() - 1);
-  Generator stock_gen(*stock), exact_gen(*exact);
-  const Logits want = stock_gen.forward(context, true);
-  const Logits truth = exact_gen.forward(context, true);
-  ASSERT_EQ(int64_t(want.data.size()), (P + steps - 1) * V);
+    std::vector<int64_t> context = prompt;
+    context.insert(context.end(), r.generated_ids.begin(), r.generated_ids.end() - 1);
+    Generator stock_gen(*stock), exact_gen(*exact);
+    const Logits want = stock_gen.forward(context, true);
+    const Logits truth = exact_gen.forward(context, true);
+    ASSERT_EQ(int64_t(want.data.size()), (P + steps - 1) * V);
 
-  double prompt_diff = 0, decode_diff = 0, fast_exact = 0, stock_exact = 0, top = 0, shortfall = 0;
-  int64_t agree = 0;
-  for (int64_t row = 0; row < P + steps - 1; ++row) {
-    const float* f = r.logits.data() + row * V;
-    const float* s = want.data.data() + row * V;
-    const float* e = truth.data.data() + row * V;
-    double d = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      d = std::max(d, double(std::fabs(f[v] - s[v])));
-      fast_exact = std::max(fast_exact, double(std::fabs(f[v] - e[v])));
-      stock_exact = std::max(stock_exact, double(std::fabs(s[v] - e[v])));
-      top = std::max(top, double(std::fabs(e[v])));
+    // [0]: the prompt's rows, [1]: the decode steps'.
+    double apart[2] = {0, 0}, fast_exact[2] = {0, 0}, stock_exact[2] = {0, 0}, top = 0;
+    for (int64_t row = 0; row < P + steps - 1; ++row) {
+      const float* f = r.logits.data() + row * V;
+      const float* s = want.data.data() + row * V;
+      const float* e = truth.data.data() + row * V;
+      const int part = row < P ? 0 : 1;
+      for (int64_t v = 0; v < V; ++v) {
+        apart[part] = std::max(apart[part], double(std::fabs(f[v] - s[v])));
+        fast_exact[part] = std::max(fast_exact[part], double(std::fabs(f[v] - e[v])));
+        stock_exact[part] = std::max(stock_exact[part], double(std::fabs(s[v] - e[v])));
+        top = std::max(top, double(std::fabs(e[v])));
+      }
     }
-    double& worst = row < P ? prompt_diff : decode_diff;
-    worst = std::max(worst, d);
-    if (row >= P - 1) {  // row P - 1 + j chose generated token j
-      const int64_t token = r.generated_ids[size_t(row - (P - 1))];
-      const float best = *std::max_element(s, s + V);
-      agree += s[token] == best;
-      shortfall = std::max(shortfall, double(best - s[token]));
+    std::printf("[ measured ] int4 tiny-moe-a, deltagen (%s) vs ORT kernels: max |dlogit| prompt %.3g, decode %.3g; "
+                "from the exact model (max |logit| %.3g): deltagen %.3g / %.3g, ORT %.3g / %.3g\n",
+                kernels::level_name(level), apart[0], apart[1], top, fast_exact[0], fast_exact[1], stock_exact[0],
+                stock_exact[1]);
+    EXPECT_LT(apart[0], kPromptBound);
+    for (int part : {0, 1}) {
+      SCOPED_TRACE(part == 0 ? "prompt" : "decode");
+      EXPECT_LT(fast_exact[part], 2.0 * stock_exact[part] + 1e-3 * top);
     }
   }
-  std::printf("[ measured ] int4 tiny-moe-a, deltagen vs ORT kernels: prompt max |dlogit| %.3g, decode %.3g; "
-              "greedy = ORT's argmax at %lld/%lld steps (worst shortfall %.3g); from the exact model (max |logit| "
-              "%.3g): deltagen %.3g, ORT %.3g\n",
-              prompt_diff, decode_diff, static_cast<long long>(agree), static_cast<long long>(steps), shortfall, top,
-              fast_exact, stock_exact);
-  EXPECT_LT(prompt_diff, kPromptBound);
-  EXPECT_LT(decode_diff, kDecodeBound);
-  EXPECT_LT(shortfall, kDecodeBound);
-  EXPECT_LT(fast_exact, 2.0 * stock_exact + 1e-3 * top);
 }
 
 }  // namespace
