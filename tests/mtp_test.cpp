@@ -4,11 +4,12 @@
 // ONNX Runtime against the reference.
 //
 // The reference: one call over many slots equals slot by slot (its own KV
-// cache). A pass-through check of its wiring is still open (docs/speculative.md).
+// cache), and a pass-through head gives the model's own logits (its wiring).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 
@@ -145,6 +146,77 @@ TEST(MtpReference, AModelWithoutAHeadSaysSo) {
   const ReferenceModel model(*ck);
   EXPECT_FALSE(model.has_mtp());
   expect_error([&] { model.new_mtp_state(); }, "no multi-token-prediction head");
+}
+
+// Rewrites the checkpoint's fp32 tensors in place: edit(name, values) may change values.
+void edit_tensors(const fs::path& dir, const std::function<void(const std::string&, std::vector<float>&)>& edit) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    std::vector<std::vector<float>> values;
+    std::vector<TensorToWrite> out;
+    {
+      SafetensorsFile file(entry.path());
+      for (const auto& [name, info] : file.tensors()) {
+        ASSERT_EQ(info.dtype, DType::F32) << name;
+        std::vector<float> v(size_t(info.numel()));
+        std::memcpy(v.data(), info.data, info.nbytes);
+        edit(name, v);
+        values.push_back(std::move(v));
+        out.push_back({name, DType::F32, info.shape, nullptr, info.nbytes});
+      }
+    }
+    for (size_t i = 0; i < out.size(); ++i) out[i].data = values[i].data();
+    write_safetensors(entry.path(), out);
+  }
+}
+
+double rms(const double* x, int64_t n, double eps) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * x[i];
+  return std::sqrt(s / double(n) + eps);
+}
+
+// The wiring, checked without trusting the head's own layer: with fc = [0 | I]
+// (the hidden half passed through), the layer's o_proj and down_proj zero (it
+// adds nothing to the residual) and unit pre_fc_norm_hidden and mtp.norm, the
+// head's hidden is the main model's post-norm hidden renormalized twice, so
+// its logits are the model's own logits of that row divided by the two RMS
+// factors (lm_head is linear). A head that read the pre-norm hidden, put the
+// embedding in the second half or skipped the model's lm_head fails this.
+TEST(MtpReference, APassThroughHeadGivesTheModelsOwnLogits) {
+  TempDir tmp;
+  const fs::path dir = write_tiny(tmp / "ck", tiny_with_head());
+  const int64_t H = tiny_with_head().hidden_size;
+  edit_tensors(dir, [&](const std::string& name, std::vector<float>& v) {
+    if (name == "mtp.fc.weight") {  // [H, 2H]: row r = [0 .. 0 | e_r]
+      std::fill(v.begin(), v.end(), 0.0f);
+      for (int64_t r = 0; r < H; ++r) v[size_t(r * 2 * H + H + r)] = 1.0f;
+    } else if (name == "mtp.layers.0.self_attn.o_proj.weight" || name == "mtp.layers.0.mlp.down_proj.weight" ||
+               name == "mtp.pre_fc_norm_hidden.weight" || name == "mtp.norm.weight") {
+      std::fill(v.begin(), v.end(), 0.0f);  // zero projections; unit (1 + 0) norms
+    }
+  });
+  auto ck = Checkpoint::open(dir);
+  const ReferenceModel model(*ck);
+  const double eps = model.config().rms_norm_eps;
+  const std::vector<int64_t> prompt = {5, 17, 300, 42, 7, 99};
+  ReferenceState state = model.new_state();
+  ReferenceTrace trace;
+  const Matrix64 logits = model.forward(prompt, state, &trace);
+  const Matrix64 hidden = model.final_norm(trace.hidden.back());
+  const std::vector<int64_t> next = {17, 300, 42, 7, 99, 3};
+  ReferenceMtpState head = model.new_mtp_state();
+  const Matrix64 got = model.mtp_forward(next, hidden, head);
+  for (int64_t t = 0; t < hidden.rows; ++t) {
+    const double r1 = rms(hidden.row(t), H, eps);
+    const double r2 = std::sqrt((r1 * r1 - eps) / (r1 * r1) + eps);  // the rms of hidden / r1
+    double worst = 0, top = 0;
+    for (int64_t v = 0; v < logits.cols; ++v) {
+      worst = std::max(worst, std::fabs(got.row(t)[v] - logits.row(t)[v] / (r1 * r2)));
+      top = std::max(top, std::fabs(logits.row(t)[v]));
+    }
+    EXPECT_LT(worst, 1e-9 * top) << "slot " << t;
+  }
 }
 
 // ---- mtp.onnx -------------------------------------------------------------------------
