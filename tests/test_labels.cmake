@@ -71,6 +71,10 @@ set(deltagen_label_rules
   "^VisionServe\\."                                    "golden"        # Service + Scheduler in-process on a --vision tiny-vl
   "^(VisionGraph|VisionGraphQuantized|VisionBuild|VisionRuntime|VisionRuntimeErrors|VisionPrecisions)\\." "golden"  # tests/vision_graph_test.cpp, vision_runtime_test.cpp: --vision builds of tiny-vl
   "^(VisionReferenceGolden|VisionReferenceErrors)\\."   "golden"        # shared/golden/vision (tiny-vl) and tiny-a
+  "^Speculative(Golden|Sampling|Options)\\."          "golden"        # the golden model, plain vs speculative
+  "^SpeculativeModel\\."                               "model"
+  "^SpeculativeCli\\."                                 "cli,golden"
+  "^(MtpReference|MtpBuild|MtpCheckpoint)\\."          "model"         # synthetic checkpoints with a head
   "^MoeKernelGolden\\."                                  "golden"        # the int4 tiny-moe-a on deltagen's and ORT's kernels
   "^MoeKernelOrt\\."                                     "model"         # one-node QMoE models on ORT
   "^MoeCheckpoint\\.(BadInput)"                          "golden"

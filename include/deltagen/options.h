@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,9 +32,42 @@ struct SamplingOptions {
   bool greedy() const { return temperature <= 0.0 || top_k == 1; }
 };
 
+// Speculative decoding (docs/speculative.md): a row guesses the next tokens
+// cheaply, then one decoder run over its last token and the guesses checks
+// them all. Each guess stands only where the target itself chooses it, with
+// the row's own sampler, so the output is the plain loop's: token for token
+// in greedy, and in distribution (the same draws for a seed) when sampling.
+enum class SpeculativeMethod {
+  None,
+  Ngram,  // prompt lookup: what followed the latest earlier occurrence of the last few tokens
+};
+const char* speculative_method_name(SpeculativeMethod method);  // "none", "ngram"
+// "none", "ngram"; else Error("--speculative: ...").
+SpeculativeMethod parse_speculative_method(const std::string& name);
+
+struct SpeculativeOptions {
+  static constexpr int64_t kMaxDraftTokens = 8;
+  SpeculativeMethod method = SpeculativeMethod::None;
+  int64_t draft_tokens = 3;  // guesses per verify run, 1..kMaxDraftTokens
+  int64_t ngram_min = 2, ngram_max = 4;  // Ngram: the suffix lengths looked up, longest first
+  // Benchmarks only: keep every guess as if the target had chosen it (the
+  // speed of a drafter that is always right; the output is not the model's).
+  bool accept_every_draft = false;
+  // A drafter of the caller's own (a small draft model, a lookup table), used
+  // instead of `method` when set: at most k guesses for what follows `context`
+  // (the row's tokens, then the token it chose and has not run yet).
+  std::function<std::vector<int64_t>(std::span<const int64_t> context, int64_t k)> drafter;
+
+  bool active() const { return method != SpeculativeMethod::None || drafter; }
+};
+// Throws Error("--draft-tokens: ...") unless 1 <= draft_tokens <= kMaxDraftTokens.
+// and 1 <= ngram_min <= ngram_max.
+void validate_speculative(const SpeculativeOptions& options);
+
 struct GenerationOptions {
   int64_t max_new_tokens = 256;
   SamplingOptions sampling;
+  SpeculativeOptions speculative;
   bool stop_at_eos = true;                // stop after an EOS id (genai_config.json eos_token_id, + chat end tokens)
   std::vector<int64_t> extra_stop_ids;    // more ids that end a sequence like EOS
   std::vector<std::string> stop_strings;  // end when the decoded text contains one (needs a tokenizer)
@@ -58,8 +93,16 @@ struct GenerationResult {
   int64_t prefilled_tokens = 0;  // tokens run in the prefill: the prompt plus the previous reply's last id
   int64_t prefill_runs = 0;
   double prefill_seconds = 0;
-  int64_t decode_steps = 0;  // runs after the prefill (the last generated id is never run)
+  // Tokens chosen from the logits of runs after the prefill (the last
+  // generated id is never run): one per run without speculation.
+  int64_t decode_steps = 0;
   double decode_seconds = 0;
+  // Speculative decoding: runs that checked guesses, the guesses made and
+  // those kept, and the tokens run again to roll a row back after a miss.
+  int64_t verify_runs = 0;
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  int64_t replayed_tokens = 0;
   // Images of the request (a --vision model): how many, the prompt tokens they
   // took, and the time to decode, preprocess and encode them (vision.onnx).
   int64_t images = 0;

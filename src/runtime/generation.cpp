@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/sampling.h"
+#include "speculative/ngram_draft.h"
 #include "runtime/text_stream.h"
 #include "tokenizer/tokenizer.h"
 #include "deltagen/error.h"
@@ -21,6 +22,29 @@ const char* stop_reason_name(StopReason reason) {
     case StopReason::Cancelled: return "cancelled";
   }
   return "?";
+}
+
+const char* speculative_method_name(SpeculativeMethod method) {
+  switch (method) {
+    case SpeculativeMethod::None: return "none";
+    case SpeculativeMethod::Ngram: return "ngram";
+  }
+  return "?";
+}
+
+SpeculativeMethod parse_speculative_method(const std::string& name) {
+  for (SpeculativeMethod m : {SpeculativeMethod::None, SpeculativeMethod::Ngram})
+    if (name == speculative_method_name(m)) return m;
+  fail("--speculative", "expected none or ngram, not '" + name + "'");
+}
+
+void validate_speculative(const SpeculativeOptions& options) {
+  if (options.draft_tokens < 1 || options.draft_tokens > SpeculativeOptions::kMaxDraftTokens)
+    fail("--draft-tokens", "must be between 1 and " + std::to_string(SpeculativeOptions::kMaxDraftTokens) + ", not " +
+                               std::to_string(options.draft_tokens));
+  if (options.ngram_min < 1 || options.ngram_max < options.ngram_min)
+    fail("--ngram", "the suffix lengths must satisfy 1 <= min <= max, not " + std::to_string(options.ngram_min) +
+                        ".." + std::to_string(options.ngram_max));
 }
 
 void check_token_ids(const Model& model, std::span<const int64_t> ids) {
@@ -129,7 +153,9 @@ class BatchLoop {
     return std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
   }
 
-  void accept(int64_t row, int64_t token) {
+  // `ran`: the tokens the row had run when `token` was chosen (its state's
+  // length, except inside a verify run).
+  void accept(int64_t row, int64_t token, std::optional<int64_t> ran = std::nullopt) {
     RowRun& r = rows_[size_t(row)];
     r.result.generated_ids.push_back(token);
     r.next_token = token;
@@ -139,7 +165,7 @@ class BatchLoop {
     if (is_stop_id(token)) stop = StopReason::Eos;
     else if (r.text && r.text->stopped()) stop = StopReason::StopString;
     else if (int64_t(r.result.generated_ids.size()) >= options_.max_new_tokens) stop = StopReason::MaxNewTokens;
-    else if (g_.state().length(row) >= g_.max_length()) stop = StopReason::Length;
+    else if (ran.value_or(g_.state().length(row)) >= g_.max_length()) stop = StopReason::Length;
     if (stop) {
       r.done = true;
       r.result.stop_reason = *stop;
@@ -156,28 +182,112 @@ class BatchLoop {
     return std::all_of(rows_.begin(), rows_.end(), [](const RowRun& r) { return r.done; });
   }
 
+  // Every row that is not done gets one more token per round, or several: a
+  // row with guesses (speculate) checks them in a run of its own, the others
+  // take one batched step together.
   void decode() {
     const int64_t batch = g_.batch();
     std::vector<int64_t> tokens(size_t(batch), 0);
+    std::vector<std::vector<int64_t>> drafts(static_cast<size_t>(batch));
     while (!all_done()) {
+      bool any_plain = false;
       for (int64_t b = 0; b < batch; ++b) {
         const RowRun& r = rows_[size_t(b)];
-        if (r.done) g_.state().park(b);
-        tokens[size_t(b)] = r.done ? 0 : r.next_token;
+        drafts[size_t(b)] = r.done ? std::vector<int64_t>{} : draft_for(b);
+        any_plain |= !r.done && drafts[size_t(b)].empty();
       }
-      const auto start = Clock::now();
-      LogitsView logits = g_.step(tokens);
-      const double seconds = seconds_since(start);
+      if (any_plain) {  // the rows that sit the step out are parked through it
+        for (int64_t b = 0; b < batch; ++b) {
+          const bool sits_out = rows_[size_t(b)].done || !drafts[size_t(b)].empty();
+          if (sits_out) g_.state().park(b);
+          tokens[size_t(b)] = sits_out ? 0 : rows_[size_t(b)].next_token;
+        }
+        step(tokens, drafts);
+      }
       for (int64_t b = 0; b < batch; ++b) {
-        RowRun& r = rows_[size_t(b)];
-        if (r.done) continue;
-        ++r.result.decode_steps;
-        r.result.decode_seconds += seconds;
-        collect(r, logits.row(b, 0));
-        accept(b, r.sampler.next(logits.row(b, 0)));
+        if (drafts[size_t(b)].empty()) continue;
+        g_.state().unpark(b);
+        verify(b, drafts[size_t(b)]);
       }
     }
     for (int64_t b = 0; b < batch; ++b) g_.state().unpark(b);
+  }
+
+  // One batched decode step for the rows without guesses.
+  void step(std::span<const int64_t> tokens, const std::vector<std::vector<int64_t>>& drafts) {
+    const auto start = Clock::now();
+    LogitsView logits = g_.step(tokens);
+    const double seconds = seconds_since(start);
+    for (int64_t b = 0; b < g_.batch(); ++b) {
+      RowRun& r = rows_[size_t(b)];
+      if (r.done || !drafts[size_t(b)].empty()) continue;
+      ++r.result.decode_steps;
+      r.result.decode_seconds += seconds;
+      collect(r, logits.row(b, 0));
+      accept(b, r.sampler.next(logits.row(b, 0)));
+    }
+  }
+
+  // The guesses for row b's next tokens (after its chosen, not yet run
+  // token); empty = a plain step. No more than the request and the row's
+  // maximum length leave room for: a verify run feeds 1 + k tokens and can
+  // choose 1 + k.
+  std::vector<int64_t> draft_for(int64_t b) {
+    const SpeculativeOptions& spec = options_.speculative;
+    if (!spec.active()) return {};
+    const RowRun& r = rows_[size_t(b)];
+    const int64_t room = std::min(options_.max_new_tokens - int64_t(r.result.generated_ids.size()),
+                                  g_.max_length() - g_.state().length(b)) - 1;
+    const int64_t k = std::min(spec.draft_tokens, room);
+    if (k < 1) return {};
+    context_.assign(g_.state().tokens(b).begin(), g_.state().tokens(b).end());
+    context_.push_back(r.next_token);
+    if (spec.drafter) {
+      std::vector<int64_t> guesses = spec.drafter(context_, k);
+      if (int64_t(guesses.size()) > k) guesses.resize(size_t(k));
+      check_token_ids(g_.model(), guesses);
+      return guesses;
+    }
+    return ngram_draft(context_, k, {.max_ngram = spec.ngram_max, .min_ngram = spec.ngram_min});
+  }
+
+  // Row b runs its chosen token and the k guesses in one run: row i of its
+  // logits is what the row chooses after the token and i guesses. Its sampler
+  // chooses from row 0 on; each choice that equals the next guess lets the
+  // following row stand, the first that does not ends the round (it is the
+  // row's correction). So every token is the one the plain loop would choose
+  // from the same logits with the same random draws. The row's state then
+  // keeps the tokens before its last choice: the linear states are put back
+  // and the kept tokens run again when fewer than all 1 + k stand.
+  void verify(int64_t b, std::span<const int64_t> draft) {
+    RowRun& r = rows_[size_t(b)];
+    const int64_t k = int64_t(draft.size()), before = g_.state().length(b);
+    feed_.assign(1, r.next_token);
+    feed_.insert(feed_.end(), draft.begin(), draft.end());
+    const auto start = Clock::now();
+    g_.state().save_linear(b, saved_linear_);
+    LogitsView logits = g_.run_row(b, feed_, true);
+    ++r.result.verify_runs;
+    r.result.drafted_tokens += k;
+
+    int64_t chosen = 0;  // tokens accepted this round (the last one is the row's next, not run)
+    for (int64_t i = 0; i <= k && !r.done; ++i) {
+      collect(r, logits.row(0, i));
+      const bool take_guess = options_.speculative.accept_every_draft && i < k;
+      const int64_t token = take_guess ? draft[size_t(i)] : r.sampler.next(logits.row(0, i));
+      accept(b, token, before + 1 + i);
+      ++chosen;
+      if (i == k || token != draft[size_t(i)]) break;
+      ++r.result.accepted_tokens;
+    }
+    if (chosen < 1 + k) {  // roll back to the token, then the kept guesses
+      g_.state().restore_linear(b, saved_linear_);
+      g_.state().truncate(b, before);
+      g_.run_row(b, std::span<const int64_t>(feed_).first(size_t(chosen)), false);
+      r.result.replayed_tokens += chosen;
+    }
+    r.result.decode_steps += chosen;
+    r.result.decode_seconds += seconds_since(start);
   }
 
   Generator& g_;
@@ -186,6 +296,8 @@ class BatchLoop {
   const TokenCallback& on_token_;
   std::vector<int64_t> stop_ids_;
   std::vector<RowRun> rows_;
+  std::vector<int64_t> context_, feed_;    // speculation's scratch, reused every round
+  std::vector<std::byte> saved_linear_;
 };
 
 }  // namespace
@@ -199,6 +311,7 @@ std::vector<GenerationResult> generate_rows(Generator& generator, std::span<cons
   if (options.prefill_chunk < 0) fail("generate", "the prefill chunk size is negative");
   if (!options.stop_strings.empty() && !tokenizer) fail("generate", "stop strings need a tokenizer");
   validate_sampling(options.sampling);
+  validate_speculative(options.speculative);
   BatchLoop loop(generator, options, tokenizer, on_token);
   return loop.run(feeds);
 }

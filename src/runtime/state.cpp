@@ -249,16 +249,42 @@ void HybridState::set_tokens(int64_t row, std::span<const int64_t> ids) {
   r.parked = false;
 }
 
+void HybridState::save_linear(int64_t row, std::vector<std::byte>& into) const {
+  check_row(row);
+  into.clear();
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    if (is_kv(io_.caches[c].kind)) continue;
+    std::span<const std::byte> bytes = row_bytes(c, row);
+    into.insert(into.end(), bytes.begin(), bytes.end());
+  }
+}
+
+void HybridState::restore_linear(int64_t row, std::span<const std::byte> from) {
+  check_row(row);
+  size_t offset = 0;
+  for (size_t c = 0; c < io_.caches.size(); ++c) {
+    if (is_kv(io_.caches[c].kind)) continue;
+    std::span<std::byte> bytes = row_bytes(c, row);
+    if (offset + bytes.size() > from.size()) fail("runtime", "restore_linear: the saved state is too short");
+    std::memcpy(bytes.data(), from.data() + offset, bytes.size());
+    offset += bytes.size();
+  }
+}
+
+void HybridState::truncate(int64_t row, int64_t length) {
+  check_row(row);
+  Row& r = rows_[size_t(row)];
+  if (length < 0 || length > int64_t(r.tokens.size()))
+    fail("runtime", "truncate: row " + std::to_string(row) + " has " + std::to_string(r.tokens.size()) +
+                        " tokens, not " + std::to_string(length));
+  r.tokens.resize(size_t(length));  // the KV entries past it are beyond the valid length: overwritten later
+}
+
 void HybridState::park(int64_t row) {
   check_row(row);
   Row& r = rows_[size_t(row)];
   if (r.parked) return;
-  r.parked_linear_state.clear();
-  for (size_t c = 0; c < io_.caches.size(); ++c) {
-    if (is_kv(io_.caches[c].kind)) continue;
-    std::span<const std::byte> bytes = row_bytes(c, row);
-    r.parked_linear_state.insert(r.parked_linear_state.end(), bytes.begin(), bytes.end());
-  }
+  save_linear(row, r.parked_linear_state);
   r.parked = true;
 }
 
@@ -266,13 +292,7 @@ void HybridState::unpark(int64_t row) {
   check_row(row);
   Row& r = rows_[size_t(row)];
   if (!r.parked) return;
-  size_t offset = 0;
-  for (size_t c = 0; c < io_.caches.size(); ++c) {
-    if (is_kv(io_.caches[c].kind)) continue;
-    std::span<std::byte> bytes = row_bytes(c, row);
-    std::memcpy(bytes.data(), r.parked_linear_state.data() + offset, bytes.size());
-    offset += bytes.size();
-  }
+  restore_linear(row, r.parked_linear_state);
   r.parked = false;
 }
 

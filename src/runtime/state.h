@@ -85,6 +85,14 @@ class HybridState {
   void unpark(int64_t row);
   bool parked(int64_t row) const { return rows_[size_t(row)].parked; }
 
+  // Rolling a row back (speculative decoding, runtime/generation.cpp): the
+  // linear-attention states cannot be undone, so they are saved before a run
+  // and put back after it; the KV cache needs nothing but a shorter length
+  // (truncate: the entries past it are no longer read, and are overwritten).
+  void save_linear(int64_t row, std::vector<std::byte>& into) const;
+  void restore_linear(int64_t row, std::span<const std::byte> from);
+  void truncate(int64_t row, int64_t length);
+
   // The bytes of one cache buffer that belong to `row` (a contiguous slice).
   // cache = index into io().caches.
   std::span<std::byte> row_bytes(size_t cache, int64_t row);

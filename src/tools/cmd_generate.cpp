@@ -11,6 +11,9 @@
 //   --frequency-penalty, --seed, --stop TEXT, --ignore-eos, --prefill-chunk K (512).
 //   --max-new-tokens 0 with --save-state runs the prompt only (e.g. to keep a
 //   long system prompt's state).
+// Speculative decoding (docs/speculative.md): --speculative ngram guesses the
+//   next tokens from earlier text and checks them in one run (the output is
+//   the plain loop's); --draft-tokens K (3, 1..8) guesses per run.
 // Chat (the model's own chat template, chat/chat_template.h):
 //   --chat renders the text as a user message; --messages FILE (an OpenAI
 //   messages array) renders a whole conversation (implies --chat); --system

@@ -29,6 +29,9 @@ GenerationOptions parse_generation_flags(Args& args, const GenerationOptions& de
     if (stop->empty()) fail("--stop", "must not be empty");
     o.stop_strings.push_back(*stop);
   }
+  if (auto method = args.get("speculative")) o.speculative.method = parse_speculative_method(*method);
+  o.speculative.draft_tokens = args.get_int("draft-tokens", o.speculative.draft_tokens);
+  validate_speculative(o.speculative);
   args.flag("stop-at-eos");  // the default; kept so that older command lines still work
   o.stop_at_eos = !args.flag("ignore-eos");
   return o;
@@ -60,6 +63,12 @@ nlohmann::json result_json(const GenerationResult& r) {
   j["prefill_seconds"] = r.prefill_seconds;
   j["decode_steps"] = r.decode_steps;
   j["decode_seconds"] = r.decode_seconds;
+  if (r.verify_runs > 0) {
+    j["verify_runs"] = r.verify_runs;
+    j["drafted_tokens"] = r.drafted_tokens;
+    j["accepted_tokens"] = r.accepted_tokens;
+    j["replayed_tokens"] = r.replayed_tokens;
+  }
   j["prompt_tokens_per_second"] = r.prompt_tokens_per_second();
   j["generation_tokens_per_second"] = r.generation_tokens_per_second();
   if (r.images > 0) {
@@ -79,6 +88,11 @@ void print_speed(const GenerationResult& r) {
   std::fprintf(stderr, "generation: %zu tokens, %lld decode steps in %.4f s (%.1f tokens/s), stop: %s\n",
                r.generated_ids.size(), (long long)r.decode_steps, r.decode_seconds, r.generation_tokens_per_second(),
                stop_reason_name(r.stop_reason));
+  if (r.verify_runs > 0)
+    std::fprintf(stderr, "speculative: %lld verify runs, %lld of %lld guesses kept (%.0f%%), %lld tokens run again\n",
+                 (long long)r.verify_runs, (long long)r.accepted_tokens, (long long)r.drafted_tokens,
+                 r.drafted_tokens > 0 ? 100.0 * double(r.accepted_tokens) / double(r.drafted_tokens) : 0.0,
+                 (long long)r.replayed_tokens);
 }
 
 }  // namespace deltagen
