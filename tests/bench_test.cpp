@@ -255,6 +255,34 @@ TEST(Bench, VsSameModelGivesRatiosNearOne) {
   EXPECT_NE(measure::to_markdown(r).find("B / A"), std::string::npos);
 }
 
+// B speculates with the ceiling drafter (k guesses every round, all kept):
+// every round chooses k + 1 tokens in one run, so the decode phase's tokens
+// per run is exactly k + 1 where the rounds fit (the last may be shorter).
+TEST(Bench, SpeculationCeilingCountsTokensPerRun) {
+  BenchOptions o = small_options();
+  o.gen_tokens = 2 + 4 * 5;  // the feed's token, then 5 rounds of 1 + 3
+  o.runs = 2;
+  o.speculation[1] = {.method = measure::BenchSpeculation::Method::Ceiling, .draft_tokens = 3};
+  BenchReport r = measure::run_bench({golden_model_dir(), golden_model_dir()}, o);
+  ASSERT_EQ(r.models.size(), 2u);
+  for (const measure::BenchRun& run : r.models[1].runs) {
+    EXPECT_EQ(run.decoded_tokens, 20);
+    EXPECT_EQ(run.verify_runs, 5);
+    EXPECT_EQ(run.decode_runs, 5);
+    EXPECT_EQ(run.accepted_tokens, 15);
+    EXPECT_EQ(run.step_seconds.size(), 20u);  // one gap per token after the first
+  }
+  EXPECT_DOUBLE_EQ(r.models[1].stats.tokens_per_run, 4.0);
+  EXPECT_DOUBLE_EQ(r.models[1].stats.kept_share, 1.0);
+  EXPECT_EQ(r.models[0].stats.tokens_per_run, 0);  // A decodes plainly
+  EXPECT_NE(r.models[1].label.find("[speculative ceiling k=3]"), std::string::npos) << r.models[1].label;
+  const nlohmann::json j = measure::to_json(r);
+  EXPECT_EQ(j["models"][1]["summary"]["speculation"]["tokens_per_run"], 4.0);
+  EXPECT_NE(measure::to_markdown(r).find("tokens per run"), std::string::npos);
+  o.batch = 2;
+  EXPECT_THROW(measure::run_bench({golden_model_dir()}, o), Error);  // batch 1 only
+}
+
 TEST(Bench, RejectsImpossibleOptions) {
   BenchOptions o = small_options();
   o.runs = 0;
@@ -326,6 +354,11 @@ TEST(BenchCli, BadInput) {
   EXPECT_NE(r.err.find("--runs"), std::string::npos) << r.err;
   r = run_cli({"bench", "--model", golden_model_dir().string(), "--bogus", "1"});
   EXPECT_EQ(r.exit_code, 1);
+  r = run_cli({"bench", "--model", golden_model_dir().string(), "--speculative", "magic"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--speculative: expected none, ngram or ceiling, not 'magic'"), std::string::npos) << r.err;
+  r = run_cli({"bench", "--model", golden_model_dir().string(), "--vs-draft-tokens", "0"});
+  EXPECT_NE(r.err.find("--vs-draft-tokens: must be between 1 and 8, not 0"), std::string::npos) << r.err;
   r = run_cli({"bench", "--model", "/nonexistent/model"});
   EXPECT_EQ(r.exit_code, 1);
 }

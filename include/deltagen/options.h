@@ -98,10 +98,12 @@ struct GenerationResult {
   int64_t decode_steps = 0;
   double decode_seconds = 0;
   // Speculative decoding: runs that checked guesses, the guesses made and
-  // those kept, and the tokens run again to roll a row back after a miss.
+  // those kept, and the runs (and their tokens) that rolled a row back after
+  // a miss.
   int64_t verify_runs = 0;
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
+  int64_t replay_runs = 0;
   int64_t replayed_tokens = 0;
   // Images of the request (a --vision model): how many, the prompt tokens they
   // took, and the time to decode, preprocess and encode them (vision.onnx).

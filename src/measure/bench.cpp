@@ -10,6 +10,7 @@
 #include "measure/corpus.h"
 #include "measure/progress.h"
 #include "util/number_text.h"
+#include "runtime/generation.h"
 #include "runtime/generator.h"
 #include "runtime/sampling.h"
 #include "runtime/session.h"
@@ -29,6 +30,30 @@ void validate(const BenchOptions& o) {
   if (o.rerun_noisy < 0) fail("--rerun-noisy", "must not be negative");
   if (o.max_foreign_pct < 0) fail("--max-foreign", "must not be negative");
   if (o.mem_bandwidth_gbps < 0) fail("--mem-bandwidth", "must not be negative");
+  for (int i = 0; i < 2; ++i) {
+    const BenchSpeculation& sp = o.speculation[i];
+    const std::string flag = i == 0 ? "--draft-tokens" : "--vs-draft-tokens";
+    if (sp.draft_tokens < 1 || sp.draft_tokens > SpeculativeOptions::kMaxDraftTokens)
+      fail(flag, "must be between 1 and " + std::to_string(SpeculativeOptions::kMaxDraftTokens) + ", not " +
+                     std::to_string(sp.draft_tokens));
+    if (sp.active() && o.batch != 1)
+      fail(i == 0 ? "--speculative" : "--vs-speculative", "the bench speculates with batch 1 only");
+  }
+}
+
+const char* bench_speculation_name(BenchSpeculation::Method method) {
+  switch (method) {
+    case BenchSpeculation::Method::None: return "none";
+    case BenchSpeculation::Method::Ngram: return "ngram";
+    case BenchSpeculation::Method::Ceiling: return "ceiling";
+  }
+  return "?";
+}
+
+BenchSpeculation::Method parse_bench_speculation(const std::string& flag, const std::string& name) {
+  for (auto m : {BenchSpeculation::Method::None, BenchSpeculation::Method::Ngram, BenchSpeculation::Method::Ceiling})
+    if (name == bench_speculation_name(m)) return m;
+  fail(flag, "expected none, ngram or ceiling, not '" + name + "'");
 }
 
 namespace {
@@ -37,8 +62,8 @@ namespace {
 class Bench {
  public:
   Bench(const fs::path& dir, std::string label_suffix, const KernelOptions& kernels, std::optional<ExecutionProvider> ep,
-        const SessionConfig& session_config, const BenchOptions& o)
-      : options_(o) {
+        const SessionConfig& session_config, const BenchSpeculation& speculation, const BenchOptions& o)
+      : options_(o), speculation_(speculation) {
     const std::string suffix = std::move(label_suffix);  // the session config entries
     info_.dir = dir;
     info_.graph = graph_facts(dir);
@@ -90,6 +115,10 @@ class Bench {
     pick_tokens(logits);
     r.ttft_seconds = now_seconds() - t0;
 
+    if (speculation_.active()) {
+      decode_speculating(r, progress, what);
+      return finish(r, begin);
+    }
     r.step_seconds.reserve(size_t(std::max<int64_t>(o.gen_tokens - 2, 0)));
     // Decode as generation does (generation.cpp): Generator::step, whose
     // logits are a view of the bound output (forward() copies them, 1 MB a
@@ -103,7 +132,53 @@ class Bench {
       else r.step_seconds.push_back(dt);
       progress.show(what + ": decode " + std::to_string(step + 1) + "/" + std::to_string(o.gen_tokens));
     }
+    return finish(r, begin);
+  }
 
+ private:
+  // The decode phase through the generation loop with guesses: the first
+  // generated token is its feed, then M - 2 more tokens. A round's tokens
+  // arrive together, so step_seconds holds the gaps between tokens as they
+  // arrive (0 inside a round): their mean is the time per token.
+  void decode_speculating(BenchRun& r, Progress& progress, const std::string& what) {
+    const BenchOptions& o = options_;
+    if (o.gen_tokens < 2) return;
+    GenerationOptions go;
+    go.max_new_tokens = o.gen_tokens - 1;
+    go.stop_at_eos = false;
+    go.speculative.draft_tokens = speculation_.draft_tokens;
+    if (speculation_.method == BenchSpeculation::Method::Ngram) go.speculative.method = SpeculativeMethod::Ngram;
+    if (speculation_.method == BenchSpeculation::Method::Ceiling) {
+      go.speculative.accept_every_draft = true;
+      go.speculative.drafter = [](std::span<const int64_t> context, int64_t k) {
+        return std::vector<int64_t>(size_t(k), context.back());  // any ids: every one is kept
+      };
+    }
+    const double t0 = now_seconds();
+    double last = t0;
+    int64_t seen = 0;
+    const std::vector<std::vector<int64_t>> feed = {{tokens_[0]}};
+    const GenerationResult g = generate_rows(*generator_, feed, go, nullptr, [&](int64_t, int64_t, std::string_view) {
+      const double t = now_seconds();
+      if (seen == 0) r.first_step_seconds = t - t0;
+      else r.step_seconds.push_back(t - last);
+      last = t;
+      ++seen;
+      progress.show(what + ": decode " + std::to_string(seen + 1) + "/" + std::to_string(o.gen_tokens));
+      return true;
+    }).at(0);
+    r.verify_runs = g.verify_runs;
+    r.drafted_tokens = g.drafted_tokens;
+    r.accepted_tokens = g.accepted_tokens;
+    // Runs after the feed's: rounds, plain steps (one token each), replays.
+    const int64_t round_tokens = g.accepted_tokens + g.verify_runs;
+    r.decode_runs = g.verify_runs + (g.decode_steps - round_tokens) + g.replay_runs;
+    r.decoded_tokens = g.decode_steps;
+    r.decode_seconds = g.decode_seconds;
+  }
+
+  BenchRun finish(BenchRun& r, const CpuSample& begin) {
+    const BenchOptions& o = options_;
     r.meter = interference_between(begin, sample_cpu());
     r.noisy = is_noisy(r.meter, o.max_foreign_pct);
     r.prompt_tps = double(o.batch * o.prompt_tokens) / r.prefill_seconds;
@@ -117,12 +192,12 @@ class Bench {
     return r;
   }
 
- private:
   void pick_tokens(const Logits& logits) {
     for (int64_t b = 0; b < logits.batch; ++b) tokens_[size_t(b)] = argmax(logits.row(b, logits.rows - 1), logits.vocab);
   }
 
   BenchOptions options_;
+  BenchSpeculation speculation_;
   BenchModel info_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Generator> generator_;
@@ -159,6 +234,20 @@ BenchStats stats_of(const BenchModel& m, const BenchOptions& o) {
   s.step_p50_ms = percentile_sorted(steps, 50);
   s.step_p90_ms = percentile_sorted(steps, 90);
   s.step_p99_ms = percentile_sorted(steps, 99);
+  int64_t runs = 0, decoded = 0, drafted = 0, kept = 0;
+  double seconds = 0;
+  for (const BenchRun* r : use) {
+    runs += r->decode_runs;
+    decoded += r->decoded_tokens;
+    drafted += r->drafted_tokens;
+    kept += r->accepted_tokens;
+    seconds += r->decode_seconds;
+  }
+  if (runs > 0) {
+    s.tokens_per_run = double(decoded) / double(runs);
+    s.kept_share = drafted > 0 ? double(kept) / double(drafted) : 0;
+    s.run_ms = 1e3 * seconds / double(runs);
+  }
   // A decode step reads the weights once for the whole batch.
   s.decode_weight_gbps = double(m.graph.decode_read_bytes()) * (s.gen_tps.mean / double(o.batch)) / 1e9;
   if (o.mem_bandwidth_gbps > 0) s.bandwidth_efficiency = s.decode_weight_gbps / o.mem_bandwidth_gbps;
@@ -179,8 +268,11 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
     progress.show("loading " + dirs[i].string(), true);
     std::string label;
     for (const auto& [key, value] : options.session_config[i]) label += " [" + key + "=" + value + "]";
+    const BenchSpeculation& sp = options.speculation[i];
+    if (sp.active())
+      label += std::string(" [speculative ") + bench_speculation_name(sp.method) + " k=" + std::to_string(sp.draft_tokens) + "]";
     benches.push_back(std::make_unique<Bench>(dirs[i], label, options.kernels[i], options.ep[i],
-                                                   options.session_config[i], options));
+                                                   options.session_config[i], sp, options));
   }
   const bool vs = benches.size() == 2;
   auto name = [&](size_t i) { return vs ? std::string(i == 0 ? "A " : "B ") : std::string(); };
@@ -283,6 +375,21 @@ std::string to_markdown(const BenchReport& r) {
            gib(r.peak_rss_bytes) + " | " + std::to_string(s.clean_runs) + "/" + std::to_string(s.runs) +
            (s.noisy_only ? " (all noisy)" : "") + " | " + fmt("%.1f", s.foreign_cpu_pct.max) + " max |\n";
   }
+  bool speculating = false;
+  for (const BenchModel& m : r.models) speculating |= m.stats.tokens_per_run > 0;
+  if (speculating) {
+    out += "\n| model | decode runs: mean ms | tokens per run | guesses kept |\n|---|---:|---:|---:|\n";
+    for (size_t i = 0; i < r.models.size(); ++i) {
+      const BenchModel& m = r.models[i];
+      const BenchStats& s = m.stats;
+      const std::string label = (r.models.size() == 2 ? std::string(i == 0 ? "A: " : "B: ") : std::string()) + m.label;
+      if (s.tokens_per_run > 0)
+        out += "| " + label + " | " + fmt("%.2f", s.run_ms) + " | " + fmt("%.2f", s.tokens_per_run) + " | " +
+               fmt("%.1f %%", 100 * s.kept_share) + " |\n";
+      else  // a plain model: one step per token
+        out += "| " + label + " | " + fmt("%.2f", s.gen_tps.mean > 0 ? 1e3 / s.gen_tps.mean : 0.0) + " | 1.00 | - |\n";
+    }
+  }
   if (r.models.size() == 2) {
     out += "\n| B / A over " + std::to_string(r.prompt_ratio.n) + (r.clean_pairs ? " clean" : " (all noisy)") +
            " pairs | geomean | min | max |\n|---|---:|---:|---:|\n";
@@ -354,6 +461,10 @@ nlohmann::json to_json(const BenchReport& r) {
                       {"steal_pct", run.meter.steal_pct},
                       {"self_cpu_pct", run.meter.self_cpu_pct},
                       {"noisy", run.noisy}});
+      if (run.decode_runs > 0)
+        runs.back()["speculation"] = {{"decode_runs", run.decode_runs},         {"decoded_tokens", run.decoded_tokens},
+                                      {"verify_runs", run.verify_runs},         {"drafted_tokens", run.drafted_tokens},
+                                      {"accepted_tokens", run.accepted_tokens}, {"decode_seconds", run.decode_seconds}};
     }
     const BenchStats& s = m.stats;
     j["models"].push_back({{"label", m.label},
@@ -379,6 +490,9 @@ nlohmann::json to_json(const BenchReport& r) {
                              {"foreign_cpu_pct", to_json(s.foreign_cpu_pct)},
                              {"decode_weight_gbps", s.decode_weight_gbps},
                              {"bandwidth_efficiency", s.bandwidth_efficiency}}}});
+    if (s.tokens_per_run > 0)
+      j["models"].back()["summary"]["speculation"] = {
+          {"tokens_per_run", s.tokens_per_run}, {"kept_share", s.kept_share}, {"run_ms", s.run_ms}};
   }
   if (r.models.size() == 2) {
     json pairs = json::array();

@@ -40,6 +40,15 @@
 
 namespace deltagen::measure {
 
+struct BenchSpeculation {
+  enum class Method { None, Ngram, Ceiling } method = Method::None;
+  int64_t draft_tokens = 3;
+  bool active() const { return method != Method::None; }
+};
+// "none", "ngram", "ceiling"; else Error naming `flag`.
+BenchSpeculation::Method parse_bench_speculation(const std::string& flag, const std::string& name);
+const char* bench_speculation_name(BenchSpeculation::Method method);
+
 struct BenchOptions {
   int64_t prompt_tokens = 1000;  // N per row
   int64_t gen_tokens = 100;      // M per row, the first one from the prefill
@@ -61,6 +70,11 @@ struct BenchOptions {
   // Per model: extra session config entries (RuntimeOptions::session_config),
   // so one file can be paired against itself with one kernel switch flipped.
   SessionConfig session_config[2];
+  // Per model: speculative decoding in the decode phase (batch 1; the bench's
+  // greedy tokens are then the generation loop's, runtime/generation.cpp).
+  // `ceiling` guesses k tokens every round and keeps them all: the speed of a
+  // drafter that is always right (the output is not the model's).
+  BenchSpeculation speculation[2];
 };
 
 // Throws Error for values no benchmark can run with.
@@ -75,6 +89,10 @@ struct BenchRun {
   double gen_tps = 0;             // batch / mean(step_seconds); 0 without steps
   Interference meter;
   bool noisy = false;
+  // With speculation: the decode phase's runs (verify runs, plain steps and
+  // replays), the guesses made and kept, and its time.
+  int64_t decode_runs = 0, decoded_tokens = 0, verify_runs = 0, drafted_tokens = 0, accepted_tokens = 0;
+  double decode_seconds = 0;
 };
 
 struct BenchStats {
@@ -86,6 +104,9 @@ struct BenchStats {
   // Weights streamed per second in decode: decode_read_bytes * steps/s.
   double decode_weight_gbps = 0;
   double bandwidth_efficiency = 0;  // decode_weight_gbps / the machine's bandwidth; 0 = unknown
+  // With speculation (clean runs): tokens per decode-phase run, the share of
+  // guesses kept, and the mean time of one such run.
+  double tokens_per_run = 0, kept_share = 0, run_ms = 0;
 };
 
 struct BenchModel {

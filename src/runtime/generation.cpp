@@ -284,6 +284,7 @@ class BatchLoop {
       g_.state().restore_linear(b, saved_linear_);
       g_.state().truncate(b, before);
       g_.run_row(b, std::span<const int64_t>(feed_).first(size_t(chosen)), false);
+      ++r.result.replay_runs;
       r.result.replayed_tokens += chosen;
     }
     r.result.decode_steps += chosen;

@@ -4,6 +4,9 @@
 //                [--ep cpu|webgpu|cuda] [--vs-ep cpu|webgpu|cuda] (--vs-ep without --vs: the
 //                same model on two providers)
 //                [--session-config KEY=VALUE,...] [--vs-session-config KEY=VALUE,...]
+//                [--speculative none|ngram|ceiling] [--draft-tokens K] (and --vs-speculative,
+//                --vs-draft-tokens for B): decode with guesses, batch 1; ceiling keeps k guesses
+//                every round (a drafter that is always right: the speed limit, docs/speculative.md)
 //                [--json | --markdown] [--json-out FILE]
 #include <unistd.h>
 
@@ -41,6 +44,12 @@ int cmd_bench(int argc, char** argv) {
   const auto vs_ep = get_ep_flag(args, "vs-ep");
   o.ep[1] = vs_ep ? vs_ep : o.ep[0];
   if (!vs && vs_ep) dirs.push_back(dirs[0]);
+  for (int i = 0; i < 2; ++i) {
+    const std::string vs_prefix = i == 0 ? "" : "vs-";
+    if (auto m = args.get(vs_prefix + "speculative"))
+      o.speculation[i].method = measure::parse_bench_speculation("--" + vs_prefix + "speculative", *m);
+    o.speculation[i].draft_tokens = args.get_int(vs_prefix + "draft-tokens", o.speculation[i].draft_tokens);
+  }
   o.session_config[0] = get_session_config_flag(args, "session-config");
   o.session_config[1] = get_session_config_flag(args, "vs-session-config");
   const bool as_json = args.flag("json"), as_markdown = args.flag("markdown");
