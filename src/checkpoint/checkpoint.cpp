@@ -6,19 +6,11 @@
 #include <set>
 
 #include "deltagen/error.h"
+#include "util/number_text.h"
 
 namespace deltagen {
 namespace fs = std::filesystem;
 namespace {
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 // "model.language_model.layers.0.x" -> "layers.0.x", "model.visual.x" ->
 // "visual.x", "model.mtp.x" -> "mtp.x" (the multi-token-prediction head).
@@ -241,8 +233,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
     if (it == ck->tensors_.end())
       fail(dir.string(), "tensor " + spec.name + " is missing from the safetensors files (config.json needs it)");
     if (it->second.shape != spec.shape)
-      fail(it->second.file.string(), "tensor " + it->second.name + " has shape " + shape_str(it->second.shape) +
-                                         " but config.json implies " + shape_str(spec.shape));
+      fail(it->second.file.string(), "tensor " + it->second.name + " has shape " + dims_text(it->second.shape) +
+                                         " but config.json implies " + dims_text(spec.shape));
   }
   // A tied checkpoint may still carry lm_head.weight; the model ties it, so drop it.
   if (ck->config_.tie_word_embeddings) ck->tensors_.erase("lm_head.weight");

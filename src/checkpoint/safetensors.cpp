@@ -12,6 +12,7 @@
 #include "util/atomic_file.h"
 #include "deltagen/error.h"
 #include "util/half.h"
+#include "util/number_text.h"
 
 namespace deltagen {
 namespace {
@@ -27,12 +28,6 @@ bool parse_dtype(const std::string& s, DType& d) {
   else if (s == "BF16") d = DType::BF16;
   else return false;
   return true;
-}
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 }  // namespace
@@ -151,7 +146,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
                      "] lie outside the file (truncated?)");
     if (end - begin != numel * dtype_size(t.dtype))
       fail(file, "tensor " + name + ": " + std::to_string(end - begin) + " bytes do not match shape " +
-                     shape_str(t.shape) + " of " + dtype_name(t.dtype));
+                     dims_text(t.shape) + " of " + dtype_name(t.dtype));
     t.data = data + begin;
     t.nbytes = size_t(end - begin);
     ranges.emplace_back(begin, end);

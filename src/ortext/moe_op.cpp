@@ -11,6 +11,7 @@
 #include "ortext/ort_parallel.h"
 #include "ortext/released_weights.h"
 #include "ortext/shape_inference.h"
+#include "util/number_text.h"
 
 namespace deltagen::ortext {
 namespace {
@@ -20,12 +21,6 @@ constexpr const char* kOp = "deltagen.QMoE";
 
 bool input_present(const Ort::ConstKernelInfo& info, size_t index) {
   return index < info.GetInputCount() && !info.GetInputName(index).empty();
-}
-
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
 }
 
 // Input `index` as a constant initializer of `type`: its data and shape.

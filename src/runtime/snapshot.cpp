@@ -9,6 +9,7 @@
 #include "runtime/tensor.h"
 #include "util/atomic_file.h"
 #include "deltagen/error.h"
+#include "util/number_text.h"
 
 namespace deltagen {
 
@@ -22,15 +23,6 @@ constexpr uint32_t kVersionImages = 2;  // + rope_delta and images
 constexpr uint32_t kMaxImages = 1u << 16, kMaxHashSize = 256;
 constexpr uint32_t kMaxRank = 8;
 constexpr uint32_t kMaxCaches = 1u << 16;
-
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
-}
 
 // The shape of one row of a cache as the snapshot stores it (KV: only `length` positions).
 std::vector<int64_t> snapshot_dims(const HybridState& state, size_t cache, int64_t length) {

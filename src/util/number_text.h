@@ -1,7 +1,9 @@
-// Numbers as the reports and the fidelity card print them.
+// Numbers as the reports, the fidelity card and error messages print them.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace deltagen {
 
@@ -14,5 +16,15 @@ inline std::string fmt(const char* format, double v) {
 
 // Three significant digits in scientific notation; exactly 0 as "0".
 inline std::string sci(double v) { return v == 0 ? std::string("0") : fmt("%.3e", v); }
+
+// A tensor shape as "[2,3,4]".
+inline std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ',';  // piece by piece: GCC 12 warns (-Wrestrict, falsely) on "," + string
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
 
 }  // namespace deltagen
