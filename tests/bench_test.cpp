@@ -365,10 +365,13 @@ TEST(BenchCli, BadInput) {
 
 // `deltagen bench-serve` is an HTTP client of servers the CLI starts on the
 // golden model (with the tiny tokenizer): every part reports, the cached
-// conversation prefills only what is new, and cache on and off agree.
+// conversation prefills only what is new, and cache on and off agree. The two
+// streams must share decode steps for the 2-row rate to exist: they leave
+// together, and 200 tokens each keep them overlapping on a loaded machine
+// (with 48, one stream once finished before the other decoded: a 0 rate).
 TEST(BenchServe, CliMeasuresStreamsTurnsAndHttp) {
   const std::string dir = test::golden_chat_model_dir().string();
-  const auto r = run_cli({"bench-serve", "--model", dir, "--streams", "1,2", "--prompt", "8", "--gen", "48", "--runs", "1",
+  const auto r = run_cli({"bench-serve", "--model", dir, "--streams", "1,2", "--prompt", "8", "--gen", "200", "--runs", "1",
                           "--turns", "3", "--turn-tokens", "12", "--reply", "4", "--http-tokens", "6", "--threads", "1",
                           "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <latch>
 #include <thread>
 
 #include <httplib.h>
@@ -71,12 +72,14 @@ std::vector<StreamsRow> bench_streams(const StartBenchServer& start, int64_t voc
       const std::string before = get_metrics(server->port());
       std::vector<std::string> errors(static_cast<size_t>(k));
       std::vector<std::thread> clients;
+      std::latch ready(k);  // the k requests leave together, so that their decoding overlaps
       for (int64_t i = 0; i < k; ++i)
         clients.emplace_back([&, i] {
           const ordered_json body = {{"prompt", random_prompt(o.prompt_tokens, vocab, uint32_t(run * 100 + i))},
                                      {"max_tokens", o.gen_tokens},
                                      {"temperature", 0},
                                      {"ignore_eos", true}};
+          ready.arrive_and_wait();
           try {
             post_json(server->port(), "/v1/completions", body);
           } catch (const std::exception& e) {
