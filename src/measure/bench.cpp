@@ -32,10 +32,7 @@ void validate(const BenchOptions& o) {
   if (o.mem_bandwidth_gbps < 0) fail("--mem-bandwidth", "must not be negative");
   for (int i = 0; i < 2; ++i) {
     const BenchSpeculation& sp = o.speculation[i];
-    const std::string flag = i == 0 ? "--draft-tokens" : "--vs-draft-tokens";
-    if (sp.draft_tokens < 1 || sp.draft_tokens > SpeculativeOptions::kMaxDraftTokens)
-      fail(flag, "must be between 1 and " + std::to_string(SpeculativeOptions::kMaxDraftTokens) + ", not " +
-                     std::to_string(sp.draft_tokens));
+    check_draft_tokens(i == 0 ? "--draft-tokens" : "--vs-draft-tokens", sp.draft_tokens);
     if (sp.active() && o.batch != 1)
       fail(i == 0 ? "--speculative" : "--vs-speculative", "the bench speculates with batch 1 only");
   }
@@ -171,6 +168,9 @@ class Bench {
     r.drafted_tokens = g.drafted_tokens;
     r.accepted_tokens = g.accepted_tokens;
     // Runs after the feed's: rounds, plain steps (one token each), replays.
+    // A round chooses its kept guesses + 1 tokens: the bench never stops a
+    // row inside a round (no EOS, no stop strings, and a round's guesses are
+    // capped to fit max_new_tokens), so the rest of the tokens are plain steps.
     const int64_t round_tokens = g.accepted_tokens + g.verify_runs;
     r.decode_runs = g.verify_runs + (g.decode_steps - round_tokens) + g.replay_runs;
     r.decoded_tokens = g.decode_steps;

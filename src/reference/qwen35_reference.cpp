@@ -82,6 +82,27 @@ Matrix64 expert_matrix(const Checkpoint& ck, int64_t layer, int64_t e, ExpertPar
   return out;
 }
 
+// ---- state ------------------------------------------------------------------------
+
+// A full-attention layer's empty cache: no token yet, one list per KV head.
+KvCache empty_kv_cache(int64_t kv_heads) {
+  KvCache kv;
+  kv.k.assign(size_t(kv_heads), {});
+  kv.v.assign(size_t(kv_heads), {});
+  return kv;
+}
+
+// Text positions: all three rotary streams of token t are first + t.
+MropePositions text_positions(int64_t first, int64_t count) {
+  MropePositions pos;
+  for (int64_t t = 0; t < count; ++t) {
+    pos.t.push_back(first + t);
+    pos.h.push_back(first + t);
+    pos.w.push_back(first + t);
+  }
+  return pos;
+}
+
 }  // namespace
 
 ReferenceModel::ExpertWeights ReferenceModel::load_swiglu(const Checkpoint& ck, const std::string& prefix, int64_t I,
@@ -184,8 +205,7 @@ ReferenceState ReferenceModel::new_state() const {
   s.deltanet.resize(size_t(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     if (c.is_full(i)) {
-      s.kv[size_t(i)].k.assign(size_t(c.num_key_value_heads), {});
-      s.kv[size_t(i)].v.assign(size_t(c.num_key_value_heads), {});
+      s.kv[size_t(i)] = empty_kv_cache(c.num_key_value_heads);
     } else {
       s.deltanet[size_t(i)].conv.assign(size_t(c.conv_dim() * c.linear_conv_kernel_dim), 0.0);
       s.deltanet[size_t(i)].recurrent.assign(
@@ -434,14 +454,7 @@ Matrix64 ReferenceModel::embed_with_images(const std::vector<int64_t>& ids, cons
 
 void ReferenceModel::run_layers(int64_t first, Matrix64& h, ReferenceState& state, ReferenceTrace* trace) const {
   // Text: every token's three rotary positions are its index plus the delta.
-  MropePositions pos;
-  for (int64_t t = 0; t < h.rows; ++t) {
-    const int64_t p = state.position + state.rope_delta + t;
-    pos.t.push_back(p);
-    pos.h.push_back(p);
-    pos.w.push_back(p);
-  }
-  run_layers_at(first, h, state, pos, trace);
+  run_layers_at(first, h, state, text_positions(state.position + state.rope_delta, h.rows), trace);
 }
 
 void ReferenceModel::run_layers_at(int64_t first, Matrix64& h, ReferenceState& state, const MropePositions& pos,
@@ -484,11 +497,7 @@ void ReferenceModel::run_layer(const LayerWeights& w, Matrix64& h, const MropePo
 ReferenceMtpState ReferenceModel::new_mtp_state() const {
   if (!mtp_) fail("reference", "the checkpoint has no multi-token-prediction head (mtp.*)");
   ReferenceMtpState s;
-  s.kv.resize(mtp_->layers.size());
-  for (KvCache& kv : s.kv) {
-    kv.k.assign(size_t(cfg_.num_key_value_heads), {});
-    kv.v.assign(size_t(cfg_.num_key_value_heads), {});
-  }
+  s.kv.assign(mtp_->layers.size(), empty_kv_cache(cfg_.num_key_value_heads));
   return s;
 }
 
@@ -512,12 +521,7 @@ Matrix64 ReferenceModel::mtp_forward(const std::vector<int64_t>& next_ids, const
   }
   Matrix64 x = linear(both, mtp_->fc);
   // The head's layers at the hidden rows' own positions, with their own caches.
-  MropePositions pos;
-  for (int64_t t = 0; t < T; ++t) {
-    pos.t.push_back(state.position + t);
-    pos.h.push_back(state.position + t);
-    pos.w.push_back(state.position + t);
-  }
+  const MropePositions pos = text_positions(state.position, T);
   for (size_t l = 0; l < mtp_->layers.size(); ++l) run_layer(mtp_->layers[l], x, pos, &state.kv[l], nullptr, nullptr, nullptr);
   state.position += T;
   Matrix64 normed = rms_norm_rows(x, mtp_->norm, c.rms_norm_eps);

@@ -38,10 +38,14 @@ SpeculativeMethod parse_speculative_method(const std::string& name) {
   fail("--speculative", "expected none or ngram, not '" + name + "'");
 }
 
+void check_draft_tokens(const std::string& flag, int64_t draft_tokens) {
+  if (draft_tokens < 1 || draft_tokens > SpeculativeOptions::kMaxDraftTokens)
+    fail(flag, "must be between 1 and " + std::to_string(SpeculativeOptions::kMaxDraftTokens) + ", not " +
+                   std::to_string(draft_tokens));
+}
+
 void validate_speculative(const SpeculativeOptions& options) {
-  if (options.draft_tokens < 1 || options.draft_tokens > SpeculativeOptions::kMaxDraftTokens)
-    fail("--draft-tokens", "must be between 1 and " + std::to_string(SpeculativeOptions::kMaxDraftTokens) + ", not " +
-                               std::to_string(options.draft_tokens));
+  check_draft_tokens("--draft-tokens", options.draft_tokens);
   if (options.ngram_min < 1 || options.ngram_max < options.ngram_min)
     fail("--ngram", "the suffix lengths must satisfy 1 <= min <= max, not " + std::to_string(options.ngram_min) +
                         ".." + std::to_string(options.ngram_max));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +16,10 @@
 namespace deltagen {
 
 class Tokenizer;
+
+// Throws Error(flag + ": must be between 1 and ...") for a guess count outside
+// 1..SpeculativeOptions::kMaxDraftTokens (validate_speculative, bench's flags).
+void check_draft_tokens(const std::string& flag, int64_t draft_tokens);
 
 // Throws Error naming the first id outside the model's vocabulary.
 void check_token_ids(const Model& model, std::span<const int64_t> ids);
