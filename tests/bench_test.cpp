@@ -356,7 +356,7 @@ TEST(BenchCli, BadInput) {
   EXPECT_EQ(r.exit_code, 1);
   r = run_cli({"bench", "--model", golden_model_dir().string(), "--speculative", "magic"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("--speculative: expected none, ngram or ceiling, not 'magic'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--speculative: expected none, ngram, mtp, ceiling or mtp-ceiling, not 'magic'"), std::string::npos) << r.err;
   r = run_cli({"bench", "--model", golden_model_dir().string(), "--vs-draft-tokens", "0"});
   EXPECT_NE(r.err.find("--vs-draft-tokens: must be between 1 and 8, not 0"), std::string::npos) << r.err;
   r = run_cli({"bench", "--model", "/nonexistent/model"});

@@ -342,7 +342,7 @@ TEST(SpeculativeOptions, BadValuesAreOneLineErrors) {
     GenerationOptions o = options(4, SpeculativeMethod::Ngram, k);
     test::expect_error([&] { run(model, {Ids{1, 2, 3}}, o); }, "--draft-tokens: must be between 1 and 8");
   }
-  test::expect_error([] { parse_speculative_method("medusa"); }, "--speculative: expected none or ngram, not 'medusa'");
+  test::expect_error([] { parse_speculative_method("medusa"); }, "--speculative: expected none, ngram or mtp, not 'medusa'");
   EXPECT_EQ(parse_speculative_method("ngram"), SpeculativeMethod::Ngram);
 }
 
@@ -364,7 +364,7 @@ TEST(SpeculativeCli, GenerateTakesTheFlagsAndReportsTheRounds) {
   EXPECT_NE(bad.err.find("--draft-tokens: must be between 1 and 8, not 9"), std::string::npos) << bad.err;
   const auto method = test::run_cli({"generate", "--model", model.string(), "--ids", "1,2", "--speculative", "x"});
   EXPECT_NE(method.exit_code, 0);
-  EXPECT_NE(method.err.find("--speculative: expected none or ngram, not 'x'"), std::string::npos) << method.err;
+  EXPECT_NE(method.err.find("--speculative: expected none, ngram or mtp, not 'x'"), std::string::npos) << method.err;
 }
 
 }  // namespace

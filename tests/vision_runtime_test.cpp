@@ -68,7 +68,7 @@ GreedyResult reference_greedy_on_the_golden_image(int64_t new_tokens) {
 // tests/vision_graph_test.cpp).
 constexpr float kTol = 2e-4f;
 
-float max_abs_diff(const float* a, const std::vector<float>& b) {
+float max_abs_diff_from_row(const float* a, const std::vector<float>& b) {
   float m = 0;
   for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
   return m;
@@ -86,7 +86,7 @@ TEST_P(VisionRuntime, PromptLogitsMatchTheGolden) {
   EXPECT_EQ(expanded, read_npy(vision_golden_file("input_ids.npy")).as_i64());
   const std::vector<float> golden = read_npy(vision_golden_file("logits_prefill.npy")).as_f32();
   ASSERT_GE(r.logits.size(), golden.size());
-  EXPECT_LT(max_abs_diff(r.logits.data(), golden), kTol);
+  EXPECT_LT(max_abs_diff_from_row(r.logits.data(), golden), kTol);
 }
 
 // Greedy tokens after the image equal the float64 reference's, whichever way
@@ -216,7 +216,7 @@ TEST(VisionCli, GenerateAndReferenceAgreeOnAnImage) {
   EXPECT_EQ(gj["sequences"][0]["generated_ids"], rj["generated_ids"]);
   const auto gl = read_npy(dir / "g.npy").as_f32(), rl = read_npy(dir / "r.npy").as_f32();
   ASSERT_EQ(gl.size(), rl.size());
-  EXPECT_LT(max_abs_diff(gl.data(), rl), kTol);
+  EXPECT_LT(max_abs_diff_from_row(gl.data(), rl), kTol);
 
   CliResult bad = run_cli({"generate", "--model", (dir / "m").string(), "--ids", ids, "--image",
                            (dir / "missing.png").string()});

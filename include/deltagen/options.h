@@ -40,9 +40,10 @@ struct SamplingOptions {
 enum class SpeculativeMethod {
   None,
   Ngram,  // prompt lookup: what followed the latest earlier occurrence of the last few tokens
+  Mtp,    // the checkpoint's multi-token-prediction head (mtp.onnx beside the decoder)
 };
-const char* speculative_method_name(SpeculativeMethod method);  // "none", "ngram"
-// "none", "ngram"; else Error("--speculative: ...").
+const char* speculative_method_name(SpeculativeMethod method);  // "none", "ngram", "mtp"
+// "none", "ngram", "mtp"; else Error("--speculative: ...").
 SpeculativeMethod parse_speculative_method(const std::string& name);
 
 struct SpeculativeOptions {
@@ -105,6 +106,7 @@ struct GenerationResult {
   int64_t accepted_tokens = 0;
   int64_t replay_runs = 0;
   int64_t replayed_tokens = 0;
+  double draft_seconds = 0;  // spent guessing (inside decode_seconds)
   // Images of the request (a --vision model): how many, the prompt tokens they
   // took, and the time to decode, preprocess and encode them (vision.onnx).
   int64_t images = 0;

@@ -42,15 +42,18 @@ const char* bench_speculation_name(BenchSpeculation::Method method) {
   switch (method) {
     case BenchSpeculation::Method::None: return "none";
     case BenchSpeculation::Method::Ngram: return "ngram";
+    case BenchSpeculation::Method::Mtp: return "mtp";
     case BenchSpeculation::Method::Ceiling: return "ceiling";
+    case BenchSpeculation::Method::MtpCeiling: return "mtp-ceiling";
   }
   return "?";
 }
 
 BenchSpeculation::Method parse_bench_speculation(const std::string& flag, const std::string& name) {
-  for (auto m : {BenchSpeculation::Method::None, BenchSpeculation::Method::Ngram, BenchSpeculation::Method::Ceiling})
+  using M = BenchSpeculation::Method;
+  for (auto m : {M::None, M::Ngram, M::Mtp, M::Ceiling, M::MtpCeiling})
     if (name == bench_speculation_name(m)) return m;
-  fail(flag, "expected none, ngram or ceiling, not '" + name + "'");
+  fail(flag, "expected none, ngram, mtp, ceiling or mtp-ceiling, not '" + name + "'");
 }
 
 namespace {
@@ -144,8 +147,11 @@ class Bench {
     go.max_new_tokens = o.gen_tokens - 1;
     go.stop_at_eos = false;
     go.speculative.draft_tokens = speculation_.draft_tokens;
-    if (speculation_.method == BenchSpeculation::Method::Ngram) go.speculative.method = SpeculativeMethod::Ngram;
-    if (speculation_.method == BenchSpeculation::Method::Ceiling) {
+    using M = BenchSpeculation::Method;
+    if (speculation_.method == M::Ngram) go.speculative.method = SpeculativeMethod::Ngram;
+    if (speculation_.method == M::Mtp || speculation_.method == M::MtpCeiling) go.speculative.method = SpeculativeMethod::Mtp;
+    go.speculative.accept_every_draft = speculation_.method == M::MtpCeiling;
+    if (speculation_.method == M::Ceiling) {
       go.speculative.accept_every_draft = true;
       go.speculative.drafter = [](std::span<const int64_t> context, int64_t k) {
         return std::vector<int64_t>(size_t(k), context.back());  // any ids: every one is kept
@@ -175,6 +181,7 @@ class Bench {
     r.decode_runs = g.verify_runs + (g.decode_steps - round_tokens) + g.replay_runs;
     r.decoded_tokens = g.decode_steps;
     r.decode_seconds = g.decode_seconds;
+    r.draft_seconds = g.draft_seconds;
   }
 
   BenchRun finish(BenchRun& r, const CpuSample& begin) {
@@ -234,19 +241,22 @@ BenchStats stats_of(const BenchModel& m, const BenchOptions& o) {
   s.step_p50_ms = percentile_sorted(steps, 50);
   s.step_p90_ms = percentile_sorted(steps, 90);
   s.step_p99_ms = percentile_sorted(steps, 99);
-  int64_t runs = 0, decoded = 0, drafted = 0, kept = 0;
-  double seconds = 0;
+  int64_t runs = 0, decoded = 0, drafted = 0, kept = 0, rounds = 0;
+  double seconds = 0, draft_seconds = 0;
   for (const BenchRun* r : use) {
     runs += r->decode_runs;
     decoded += r->decoded_tokens;
     drafted += r->drafted_tokens;
     kept += r->accepted_tokens;
     seconds += r->decode_seconds;
+    rounds += r->verify_runs;
+    draft_seconds += r->draft_seconds;
   }
   if (runs > 0) {
     s.tokens_per_run = double(decoded) / double(runs);
     s.kept_share = drafted > 0 ? double(kept) / double(drafted) : 0;
     s.run_ms = 1e3 * seconds / double(runs);
+    s.draft_ms = rounds > 0 ? 1e3 * draft_seconds / double(rounds) : 0;
   }
   // A decode step reads the weights once for the whole batch.
   s.decode_weight_gbps = double(m.graph.decode_read_bytes()) * (s.gen_tps.mean / double(o.batch)) / 1e9;
@@ -378,16 +388,17 @@ std::string to_markdown(const BenchReport& r) {
   bool speculating = false;
   for (const BenchModel& m : r.models) speculating |= m.stats.tokens_per_run > 0;
   if (speculating) {
-    out += "\n| model | decode runs: mean ms | tokens per run | guesses kept |\n|---|---:|---:|---:|\n";
+    out += "\n| model | decode runs: mean ms | tokens per run | guesses kept | guessing: ms per verify run |\n"
+           "|---|---:|---:|---:|---:|\n";
     for (size_t i = 0; i < r.models.size(); ++i) {
       const BenchModel& m = r.models[i];
       const BenchStats& s = m.stats;
       const std::string label = (r.models.size() == 2 ? std::string(i == 0 ? "A: " : "B: ") : std::string()) + m.label;
       if (s.tokens_per_run > 0)
         out += "| " + label + " | " + fmt("%.2f", s.run_ms) + " | " + fmt("%.2f", s.tokens_per_run) + " | " +
-               fmt("%.1f %%", 100 * s.kept_share) + " |\n";
+               fmt("%.1f %%", 100 * s.kept_share) + " | " + fmt("%.2f", s.draft_ms) + " |\n";
       else  // a plain model: one step per token
-        out += "| " + label + " | " + fmt("%.2f", s.gen_tps.mean > 0 ? 1e3 / s.gen_tps.mean : 0.0) + " | 1.00 | - |\n";
+        out += "| " + label + " | " + fmt("%.2f", s.gen_tps.mean > 0 ? 1e3 / s.gen_tps.mean : 0.0) + " | 1.00 | - | - |\n";
     }
   }
   if (r.models.size() == 2) {
@@ -492,7 +503,8 @@ nlohmann::json to_json(const BenchReport& r) {
                              {"bandwidth_efficiency", s.bandwidth_efficiency}}}});
     if (s.tokens_per_run > 0)
       j["models"].back()["summary"]["speculation"] = {
-          {"tokens_per_run", s.tokens_per_run}, {"kept_share", s.kept_share}, {"run_ms", s.run_ms}};
+          {"tokens_per_run", s.tokens_per_run}, {"kept_share", s.kept_share}, {"run_ms", s.run_ms},
+          {"draft_ms", s.draft_ms}};
   }
   if (r.models.size() == 2) {
     json pairs = json::array();

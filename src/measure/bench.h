@@ -41,11 +41,14 @@
 namespace deltagen::measure {
 
 struct BenchSpeculation {
-  enum class Method { None, Ngram, Ceiling } method = Method::None;
+  // Ceiling: every guess kept (guesses that cost nothing: the speed limit);
+  // MtpCeiling: the MTP head's guesses, every one kept (the limit with the
+  // head's drafting cost).
+  enum class Method { None, Ngram, Mtp, Ceiling, MtpCeiling } method = Method::None;
   int64_t draft_tokens = 3;
   bool active() const { return method != Method::None; }
 };
-// "none", "ngram", "ceiling"; else Error naming `flag`.
+// "none", "ngram", "mtp", "ceiling", "mtp-ceiling"; else Error naming `flag`.
 BenchSpeculation::Method parse_bench_speculation(const std::string& flag, const std::string& name);
 const char* bench_speculation_name(BenchSpeculation::Method method);
 
@@ -92,7 +95,7 @@ struct BenchRun {
   // With speculation: the decode phase's runs (verify runs, plain steps and
   // replays), the guesses made and kept, and its time.
   int64_t decode_runs = 0, decoded_tokens = 0, verify_runs = 0, drafted_tokens = 0, accepted_tokens = 0;
-  double decode_seconds = 0;
+  double decode_seconds = 0, draft_seconds = 0;
 };
 
 struct BenchStats {
@@ -107,6 +110,7 @@ struct BenchStats {
   // With speculation (clean runs): tokens per decode-phase run, the share of
   // guesses kept, and the mean time of one such run.
   double tokens_per_run = 0, kept_share = 0, run_ms = 0;
+  double draft_ms = 0;  // guessing, per verify run (inside run_ms)
 };
 
 struct BenchModel {

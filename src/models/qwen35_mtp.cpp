@@ -4,7 +4,11 @@
 //   input_ids (token p+1) -> embed_tokens -> RMSNorm(pre_fc_norm_embedding) --+
 //   hidden_states (h_p, after the decoder's final norm) -> RMSNorm(pre_fc_norm_hidden) --+-> Concat -> fc
 //   -> gated full-attention layer "/mtp/layers.0" (its own KV cache: past_key_values.0.*)
-//   -> RMSNorm(mtp.norm) = hidden_states_out -> lm_head -> logits (token p+2)
+//   -> RMSNorm(mtp.norm) = hidden_states_out -> lm_head (last slot only) -> logits (token p+2)
+//
+// Only the last slot's logits are computed ([B, 1, V]): a draft reads no
+// other row, and the lm_head over every slot of a prompt would cost a third of
+// the 0.8B model's prefill again. hidden_states_out keeps every slot.
 //
 // The embedding table and lm_head are the decoder build's own forms (float,
 // or block-quantized with the lm_head's format), stored again in this file.
@@ -56,7 +60,7 @@ void Graph::build_mtp() {
   (void)unused;
   lm_head(hidden_out);
 
-  b_.output(io::kLogits, dtype_of(io::kLogits), {kBatch, opts_.prune_lm_head ? Dim(int64_t(1)) : kSeq, cfg_.vocab_size});
+  b_.output(io::kLogits, dtype_of(io::kLogits), {kBatch, Dim(int64_t(1)), cfg_.vocab_size});
   b_.output(io::kMtpHiddenOut, dtype_of(io::kMtpHiddenOut), {kBatch, kSeq, H});
   const std::vector<Dim> present = {kBatch, cfg_.num_key_value_heads, kTotal, cfg_.head_dim};
   b_.output(io::present_key(0), dtype_of(io::present_key(0)), present);
@@ -78,6 +82,7 @@ void build_qwen35_mtp_graph(const Checkpoint& ckpt, const BuildOptions& opts, in
   head.exclude_lm_head = false;
   head.vision = false;
   head.layer_outputs = false;
+  head.prune_lm_head = true;  // drafting reads the last slot's logits only
   qwen35::Graph(ckpt, head, context_length, b, recipe).build_mtp();
 }
 

@@ -128,6 +128,11 @@ GenaiConfig load_genai_config(const std::filesystem::path& path) {
     if (cfg.image_token_id <= 0) fail(origin, "a vision model needs 'model.image_token_id'");
     if (int64_t m = optional_int(*v, "spatial_merge_size", origin); m > 0) cfg.spatial_merge_size = m;
   }
+  if (auto m = model.find("mtp"); m != model.end()) {
+    if (!m->is_object()) fail(origin, "'model.mtp' is not an object");
+    cfg.mtp_filename = file_in_folder(*m, "mtp");
+    if (cfg.mtp_filename.empty()) fail(origin, "'model.mtp' needs a filename");
+  }
   if (auto search = j.find("search"); search != j.end()) cfg.sampling = search_sampling(*search, origin);
   return cfg;
 }

@@ -33,6 +33,11 @@ struct GenaiConfig {
   int64_t vision_start_token_id = -1, vision_end_token_id = -1;
   int64_t spatial_merge_size = 2;
   bool has_vision() const { return !vision_filename.empty(); }
+
+  // A build with the checkpoint's multi-token-prediction head:
+  // model.mtp.filename (mtp.onnx, docs/speculative.md). Empty: no head.
+  std::string mtp_filename;
+  bool has_mtp() const { return !mtp_filename.empty(); }
 };
 
 // Throws Error naming the file on a missing file, bad JSON or a wrongly typed key.

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "runtime/sampling.h"
+#include "speculative/mtp_draft.h"
 #include "speculative/ngram_draft.h"
+#include "runtime/tensor.h"
 #include "runtime/text_stream.h"
 #include "tokenizer/tokenizer.h"
 #include "deltagen/error.h"
@@ -28,14 +30,15 @@ const char* speculative_method_name(SpeculativeMethod method) {
   switch (method) {
     case SpeculativeMethod::None: return "none";
     case SpeculativeMethod::Ngram: return "ngram";
+    case SpeculativeMethod::Mtp: return "mtp";
   }
   return "?";
 }
 
 SpeculativeMethod parse_speculative_method(const std::string& name) {
-  for (SpeculativeMethod m : {SpeculativeMethod::None, SpeculativeMethod::Ngram})
+  for (SpeculativeMethod m : {SpeculativeMethod::None, SpeculativeMethod::Ngram, SpeculativeMethod::Mtp})
     if (name == speculative_method_name(m)) return m;
-  fail("--speculative", "expected none or ngram, not '" + name + "'");
+  fail("--speculative", "expected none, ngram or mtp, not '" + name + "'");
 }
 
 void check_draft_tokens(const std::string& flag, int64_t draft_tokens) {
@@ -83,6 +86,10 @@ class BatchLoop {
       : g_(generator), options_(options), tokenizer_(tokenizer), on_token_(on_token) {
     if (options.stop_at_eos) stop_ids_ = g_.model().config().eos_token_ids;
     stop_ids_.insert(stop_ids_.end(), options.extra_stop_ids.begin(), options.extra_stop_ids.end());
+    if (options.speculative.method == SpeculativeMethod::Mtp && !options.speculative.drafter) {
+      mtp_.emplace(g_.model(), g_.batch(), g_.max_length());
+      hidden_output_ = g_.fetch_output(MtpDrafter::kDecoderHidden);
+    }
   }
 
   std::vector<GenerationResult> run(std::span<const std::vector<int64_t>> feeds) {
@@ -141,7 +148,9 @@ class BatchLoop {
     const auto start = Clock::now();
     LogitsView last;
     for (size_t begin = 0; begin < feed.size(); begin += chunk) {
-      last = g_.run_row(row, feed.subspan(begin, std::min(chunk, feed.size() - begin)), options_.collect_logits);
+      const int64_t position = g_.state().length(row), count = int64_t(std::min(chunk, feed.size() - begin));
+      last = g_.run_row(row, feed.subspan(begin, size_t(count)), options_.collect_logits);
+      observe(row, position, 0, count);
       ++r.result.prefill_runs;
       for (int64_t i = 0; options_.collect_logits && i < last.rows; ++i) collect(r, last.row(0, i));
     }
@@ -225,6 +234,7 @@ class BatchLoop {
     for (int64_t b = 0; b < g_.batch(); ++b) {
       RowRun& r = rows_[size_t(b)];
       if (r.done || !drafts[size_t(b)].empty()) continue;
+      observe(b, g_.state().length(b) - 1, b, 1);
       ++r.result.decode_steps;
       r.result.decode_seconds += seconds;
       collect(r, logits.row(b, 0));
@@ -239,20 +249,38 @@ class BatchLoop {
   std::vector<int64_t> draft_for(int64_t b) {
     const SpeculativeOptions& spec = options_.speculative;
     if (!spec.active()) return {};
-    const RowRun& r = rows_[size_t(b)];
+    RowRun& r = rows_[size_t(b)];
     const int64_t room = std::min(options_.max_new_tokens - int64_t(r.result.generated_ids.size()),
                                   g_.max_length() - g_.state().length(b)) - 1;
     const int64_t k = std::min(spec.draft_tokens, room);
     if (k < 1) return {};
     context_.assign(g_.state().tokens(b).begin(), g_.state().tokens(b).end());
     context_.push_back(r.next_token);
+    const auto start = Clock::now();
+    std::vector<int64_t> guesses;
     if (spec.drafter) {
-      std::vector<int64_t> guesses = spec.drafter(context_, k);
+      guesses = spec.drafter(context_, k);
       if (int64_t(guesses.size()) > k) guesses.resize(size_t(k));
       check_token_ids(g_.model(), guesses);
-      return guesses;
+    } else if (mtp_) {
+      guesses = mtp_->draft(b, context_, k);
+    } else {
+      guesses = ngram_draft(context_, k, {.max_ngram = spec.ngram_max, .min_ngram = spec.ngram_min});
     }
-    return ngram_draft(context_, k, {.max_ngram = spec.ngram_max, .min_ngram = spec.ngram_min});
+    const double seconds = seconds_since(start);
+    r.result.draft_seconds += seconds;
+    r.result.decode_seconds += seconds;
+    return guesses;
+  }
+
+  // The MTP drafter keeps the decoder's hidden states of the positions a row
+  // ran: `rows` of them from `position`, row `batch_index` of the last run.
+  void observe(int64_t row, int64_t position, int64_t batch_index, int64_t rows) {
+    if (!mtp_) return;
+    const Ort::Value& hidden = g_.fetched(hidden_output_);
+    const int64_t run_rows = tensor_shape(hidden)[1];
+    const auto* data = static_cast<const std::byte*>(hidden.GetTensorRawData());
+    mtp_->observe(row, position, data + size_t(batch_index * run_rows) * mtp_->hidden_row_bytes(), rows);
   }
 
   // Row b runs its chosen token and the k guesses in one run: row i of its
@@ -291,6 +319,7 @@ class BatchLoop {
       ++r.result.replay_runs;
       r.result.replayed_tokens += chosen;
     }
+    observe(b, before, 0, chosen);  // the last run's rows: the replay's, or all of the verify run's
     r.result.decode_steps += chosen;
     r.result.decode_seconds += seconds_since(start);
   }
@@ -303,6 +332,8 @@ class BatchLoop {
   std::vector<RowRun> rows_;
   std::vector<int64_t> context_, feed_;    // speculation's scratch, reused every round
   std::vector<std::byte> saved_linear_;
+  std::optional<MtpDrafter> mtp_;  // --speculative mtp
+  size_t hidden_output_ = 0;       // ... the decoder's hidden_states among g_.fetched()
 };
 
 }  // namespace

@@ -166,6 +166,15 @@ void Generator::fetch_outputs(std::vector<std::string> names) {
   fetch_names_ = std::move(names);
 }
 
+size_t Generator::fetch_output(const std::string& name) {
+  if (auto it = std::find(fetch_names_.begin(), fetch_names_.end(), name); it != fetch_names_.end())
+    return size_t(it - fetch_names_.begin());
+  const auto outputs = model_.session().GetOutputNames();
+  if (std::find(outputs.begin(), outputs.end(), name) == outputs.end()) fail("model", "has no output " + name);
+  fetch_names_.push_back(name);
+  return fetch_names_.size() - 1;
+}
+
 LogitsView Generator::run(Ort::IoBinding& binding, int64_t batch, int64_t rows, bool last_row_only) {
   if (model_.io().logits_last_position_only) {
     if (!last_row_only && rows > 1)

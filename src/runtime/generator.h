@@ -106,6 +106,10 @@ class Generator {
   // first run: the bindings keep them from then on. Throws Error for a name
   // the model does not output.
   void fetch_outputs(std::vector<std::string> names);
+  // One more output to fetch from the next run on (any time; speculative
+  // drafting with the MTP head adds the decoder's hidden_states): its index
+  // for fetched(). A name already fetched keeps its index.
+  size_t fetch_output(const std::string& name);
   const Ort::Value& fetched(size_t i) const { return fetched_.at(i); }
   size_t fetched_count() const { return fetched_.size(); }
 

@@ -326,7 +326,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
       std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
       model->ep_ = ep;
       model->profiling_ = !profile_prefix.empty();
-      model->load_image_models(session_options, false);
+      model->load_side_models(session_options, false);
       return model;
     }
     rewrite::RewriteSummary rewritten;
@@ -340,7 +340,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     std::unique_ptr<Model> model(new Model(dir, std::move(config), std::move(session)));
     model->fast_kernel_nodes_ = rewritten.deltagen_nodes();
     model->profiling_ = !profile_prefix.empty();
-    model->load_image_models(session_options, true);
+    model->load_side_models(session_options, true);
     return model;
   } catch (const Ort::Exception& e) {
     const std::string why = execution_provider_failure(ep, ort_error_line(e));

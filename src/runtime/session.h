@@ -131,6 +131,11 @@ class Model {
   // vision.onnx's session, loaded on first use (a conversation without images
   // never loads the tower). Throws Error naming the file if it does not load.
   Ort::Session& vision_session();
+  // mtp.onnx's session (the checkpoint's multi-token-prediction head),
+  // loaded on first use. Throws Error naming the model folder when it has no
+  // head, or the file when it does not load.
+  Ort::Session& mtp_session();
+  bool has_mtp() const { return config_.has_mtp(); }
   int64_t hidden_size() const { return hidden_size_; }  // from embedding.onnx; 0 for a text model
   // How many nodes (MatMulNBits, CausalConvWithState) run on deltagen's kernels.
   int64_t fast_kernel_nodes() const { return fast_kernel_nodes_; }
@@ -140,17 +145,19 @@ class Model {
 
  private:
   Model(std::filesystem::path dir, GenaiConfig config, Ort::Session session);
-  // image_models.cpp; fast_kernels: vision.onnx's int4 MatMulNBits on deltagen's kernels
-  void load_image_models(const Ort::SessionOptions& options, bool fast_kernels);
+  // side_models.cpp: the sessions beside the decoder (embedding.onnx and
+  // vision.onnx, mtp.onnx) take the decoder's options; fast_kernels: their
+  // int4 MatMulNBits on deltagen's kernels.
+  void load_side_models(const Ort::SessionOptions& options, bool fast_kernels);
 
   std::filesystem::path dir_;
   GenaiConfig config_;
   Ort::Session session_;
   ModelIo io_;
-  std::unique_ptr<Ort::Session> embedding_, vision_;
-  Ort::SessionOptions vision_options_{nullptr};
-  bool vision_fast_kernels_ = false;
-  std::mutex vision_mutex_;  // the first image loads vision_ (conversations may share the model)
+  std::unique_ptr<Ort::Session> embedding_, vision_, mtp_;
+  Ort::SessionOptions side_options_{nullptr};
+  bool side_fast_kernels_ = false;
+  std::mutex side_mutex_;  // the first image loads vision_, the first draft mtp_ (conversations may share the model)
   int64_t hidden_size_ = 0;
   int64_t fast_kernel_nodes_ = 0;
   ExecutionProvider ep_ = ExecutionProvider::Cpu;

@@ -4,9 +4,10 @@
 //                [--ep cpu|webgpu|cuda] [--vs-ep cpu|webgpu|cuda] (--vs-ep without --vs: the
 //                same model on two providers)
 //                [--session-config KEY=VALUE,...] [--vs-session-config KEY=VALUE,...]
-//                [--speculative none|ngram|ceiling] [--draft-tokens K] (and --vs-speculative,
+//                [--speculative none|ngram|mtp|ceiling|mtp-ceiling] [--draft-tokens K] (and --vs-speculative,
 //                --vs-draft-tokens for B): decode with guesses, batch 1; ceiling keeps k guesses
-//                every round (a drafter that is always right: the speed limit, docs/speculative.md)
+//                every round (a drafter that is always right: the speed limit, docs/speculative.md),
+//                mtp-ceiling keeps every guess of the MTP head (the limit with its drafting cost)
 //                [--json | --markdown] [--json-out FILE]
 #include <unistd.h>
 

@@ -12,8 +12,9 @@
 //   --max-new-tokens 0 with --save-state runs the prompt only (e.g. to keep a
 //   long system prompt's state).
 // Speculative decoding (docs/speculative.md): --speculative ngram guesses the
-//   next tokens from earlier text and checks them in one run (the output is
-//   the plain loop's); --draft-tokens K (3, 1..8) guesses per run.
+//   next tokens from earlier text, --speculative mtp with the checkpoint's
+//   multi-token-prediction head (mtp.onnx), and one run checks them (the
+//   output is the plain loop's); --draft-tokens K (3, 1..8) guesses per run.
 // Chat (the model's own chat template, chat/chat_template.h):
 //   --chat renders the text as a user message; --messages FILE (an OpenAI
 //   messages array) renders a whole conversation (implies --chat); --system

@@ -1,7 +1,8 @@
-// The two extra models of a --vision build (models/qwen35_vision.h), run on
-// plain ONNX Runtime beside the decoder: embedding.onnx turns ids and image
-// features into the decoder's inputs_embeds, vision.onnx one preprocessed
-// image into its features.
+// The models beside the decoder. A --vision build's two (models/qwen35_vision.h):
+// embedding.onnx turns ids and image features into the decoder's
+// inputs_embeds, vision.onnx one preprocessed image into its features. A
+// build with the checkpoint's MTP head: mtp.onnx (models/qwen35_mtp.cpp),
+// which speculative/mtp_draft.h runs.
 #include <algorithm>
 
 #include "deltagen/error.h"
@@ -45,7 +46,12 @@ void expect_io(const Ort::Session& s, const fs::path& file, const std::vector<st
 
 }  // namespace
 
-void Model::load_image_models(const Ort::SessionOptions& options, bool fast_kernels) {
+void Model::load_side_models(const Ort::SessionOptions& options, bool fast_kernels) {
+  // vision.onnx waits for the first image and mtp.onnx for the first draft: a
+  // conversation without them neither loads nor holds them (the tower is
+  // 0.4 GB in fp32 on the 0.8B shape).
+  side_options_ = options.Clone();
+  side_fast_kernels_ = fast_kernels;
   if (!config_.has_vision()) return;
   if (!io_.has_inputs_embeds || !io_.mrope_positions)
     fail((dir_ / config_.model_filename).string(),
@@ -59,20 +65,30 @@ void Model::load_image_models(const Ort::SessionOptions& options, bool fast_kern
   auto shape = embedding_->GetInputTypeInfo(1).GetTensorTypeAndShapeInfo().GetShape();
   if (shape.size() != 2 || shape[1] <= 0) fail(embedding_file.string(), "image_features must be [rows, hidden]");
   hidden_size_ = shape[1];
-  // vision.onnx waits for the first image: a conversation without one
-  // neither loads nor holds the tower (0.4 GB in fp32 on the 0.8B shape).
-  vision_options_ = options.Clone();
-  vision_fast_kernels_ = fast_kernels;
 }
 
 Ort::Session& Model::vision_session() {
-  std::lock_guard lock(vision_mutex_);
+  std::lock_guard lock(side_mutex_);
   if (!vision_) {
     const fs::path vision_file = dir_ / config_.vision_filename;
-    vision_ = open_session(vision_file, vision_options_, vision_fast_kernels_);
+    vision_ = open_session(vision_file, side_options_, side_fast_kernels_);
     expect_io(*vision_, vision_file, {kVisionInputs[0], kVisionInputs[1]}, kVisionOutput);
   }
   return *vision_;
+}
+
+Ort::Session& Model::mtp_session() {
+  std::lock_guard lock(side_mutex_);
+  if (!mtp_) {
+    if (!config_.has_mtp())
+      fail(dir_.string(), "has no multi-token-prediction head (mtp.onnx): its checkpoint has no mtp.* tensors, "
+                          "or it was built with --no-mtp");
+    if (ep_ != ExecutionProvider::Cpu)
+      fail("--speculative mtp", std::string("the head drafts on the CPU provider only, not on ") +
+                                    execution_provider_name(ep_));
+    mtp_ = open_session(dir_ / config_.mtp_filename, side_options_, side_fast_kernels_);
+  }
+  return *mtp_;
 }
 
 Ort::Value Model::embed(const int64_t* ids, int64_t batch, int64_t seq, const float* features, int64_t rows) {

@@ -1,0 +1,255 @@
+// Drafting with the MTP head (speculative/mtp_draft.h, `--speculative mtp`):
+// the guesses are the float64 reference head's, slot for slot and chained,
+// across rounds; the output of the loop is the plain loop's whatever the
+// head guesses; a model without a head, or a head from another model, is a
+// one-line error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "deltagen/error.h"
+#include "models/build.h"
+#include "reference/qwen35_reference.h"
+#include "runtime/generation.h"
+#include "runtime_fixtures.h"
+#include "runtime/tensor.h"
+#include "speculative/mtp_draft.h"
+#include "synth/synth.h"
+#include "test_util.h"
+
+namespace deltagen {
+namespace {
+
+namespace fs = std::filesystem;
+using Ids = std::vector<int64_t>;
+
+// The tiny preset (the golden shapes), untied, with a head, written in fp32.
+fs::path write_checkpoint(const fs::path& dir, int64_t hidden_size = 0) {
+  ModelConfig c = synth_preset("tiny");
+  c.tie_word_embeddings = false;
+  c.mtp_num_hidden_layers = 1;
+  if (hidden_size > 0) c.hidden_size = hidden_size;
+  SynthOptions o;
+  o.seed = 5;
+  o.dtype = DType::F32;
+  write_synthetic_checkpoint(c, o, dir);
+  return dir;
+}
+
+struct Built {
+  test::TempDir tmp;
+  fs::path checkpoint, fp32, int4;
+};
+
+const Built& built() {
+  static Built b = [] {
+    Built out;
+    out.checkpoint = write_checkpoint(out.tmp / "ck");
+    auto ck = Checkpoint::open(out.checkpoint);
+    BuildOptions o;
+    o.context_length = 256;
+    o.show_progress = false;
+    build_model(*ck, o, out.fp32 = out.tmp / "fp32");
+    o.precision = Precision::Int4;
+    build_model(*ck, o, out.int4 = out.tmp / "int4");
+    return out;
+  }();
+  return b;
+}
+
+// True when `token` is (within `tolerance`) a largest entry of the row.
+bool is_argmax(const double* row, int64_t vocab, int64_t token, double tolerance) {
+  return row[token] >= *std::max_element(row, row + vocab) - tolerance;
+}
+
+// The drafter's guesses against ReferenceModel::mtp_forward: a prompt's slots
+// and two chained guesses; then, after two more decoder positions, a second
+// round, whose reference is a fresh head over every slot: so the chained
+// entries of round one must have been dropped from the head's cache.
+TEST(MtpDraft, TheGuessesAreTheReferenceHeads) {
+  auto ck = Checkpoint::open(built().checkpoint);
+  const ReferenceModel ref(*ck);
+  auto model = Model::load(built().fp32, {.intra_op_threads = 1});
+  Generator gen(*model, 1, 64);
+  const size_t hidden_output = gen.fetch_output(MtpDrafter::kDecoderHidden);
+  MtpDrafter drafter(*model, 1, 64);
+  auto observe = [&](int64_t position, int64_t rows) {
+    const auto* data = static_cast<const std::byte*>(gen.fetched(hidden_output).GetTensorRawData());
+    drafter.observe(0, position, data, rows);
+  };
+
+  Ids run = {5, 17, 300, 42, 7, 99, 123, 256};  // the positions the decoder has run
+  gen.run_row(0, run, false);
+  observe(0, int64_t(run.size()));
+  const int64_t vocab = ck->config().vocab_size, H = ck->config().hidden_size;
+  struct Round {
+    int64_t chosen;  // the row's chosen, not yet run token
+    Ids then_run;    // what the decoder runs after the round
+  };
+  for (const Round& round : {Round{11, {11, 3}}, Round{4, {}}}) {
+    SCOPED_TRACE("after " + std::to_string(run.size()) + " positions");
+    Ids context = run;
+    context.push_back(round.chosen);
+    const Ids guesses = drafter.draft(0, context, 3);
+    ASSERT_EQ(guesses.size(), 3u);
+
+    ReferenceState state = ref.new_state();
+    ReferenceTrace trace;
+    ref.forward(run, state, &trace);
+    const Matrix64 hidden = ref.final_norm(trace.hidden.back());
+    ReferenceMtpState ms = ref.new_mtp_state();
+    Matrix64 hm;
+    Matrix64 logits = ref.mtp_forward(Ids(context.begin() + 1, context.end()), hidden, ms, &hm);
+    for (size_t j = 0; j < guesses.size(); ++j) {
+      ASSERT_TRUE(is_argmax(logits.row(logits.rows - 1), vocab, guesses[j], 1e-3)) << "guess " << j;
+      Matrix64 chained(1, H);
+      std::copy(hm.row(hm.rows - 1), hm.row(hm.rows - 1) + H, chained.row(0));
+      logits = ref.mtp_forward({guesses[j]}, chained, ms, &hm);
+    }
+    if (round.then_run.empty()) continue;
+    gen.run_row(0, round.then_run, false);
+    observe(int64_t(run.size()), int64_t(round.then_run.size()));
+    run.insert(run.end(), round.then_run.begin(), round.then_run.end());
+  }
+  Ids context = run;
+  context.push_back(4);
+  EXPECT_TRUE(drafter.draft(0, context, 2).empty());  // no position ran since: nothing new to guess from
+}
+
+GenerationOptions options(int64_t new_tokens, SpeculativeMethod method, int64_t k);
+
+// The same through the loop, with rounds whose guesses all stand (the
+// bench's ceiling switch keeps them): each round, the head must have taken
+// the verify run's hidden states of every kept position. Round r's guesses
+// are then the reference head's over every slot so far.
+TEST(MtpDraft, AfterRoundsThatKeepEveryGuessTheGuessesAreTheReferenceHeads) {
+  auto ck = Checkpoint::open(built().checkpoint);
+  const ReferenceModel ref(*ck);
+  auto model = Model::load(built().fp32, {.intra_op_threads = 1});
+  Generator gen(*model, 1, 64);
+  GenerationOptions o = options(13, SpeculativeMethod::Mtp, 3);
+  o.speculative.accept_every_draft = true;
+  const Ids prompt = {5, 17, 300, 42, 7, 99, 123, 256};
+  const GenerationResult r = generate_rows(gen, std::vector<Ids>{prompt}, o, nullptr, {}).at(0);
+  ASSERT_EQ(r.generated_ids.size(), 13u);  // t0, then three rounds of 3 guesses and the model's own token
+  ASSERT_EQ(r.verify_runs, 3);
+  const int64_t vocab = ck->config().vocab_size;
+  for (size_t round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Ids context = prompt;  // the row's run tokens, then its chosen one
+    context.insert(context.end(), r.generated_ids.begin(), r.generated_ids.begin() + 4 * round + 1);
+    ReferenceState state = ref.new_state();
+    ReferenceTrace trace;
+    ref.forward(Ids(context.begin(), context.end() - 1), state, &trace);
+    const Matrix64 hidden = ref.final_norm(trace.hidden.back());
+    ReferenceMtpState ms = ref.new_mtp_state();
+    const Matrix64 logits = ref.mtp_forward(Ids(context.begin() + 1, context.end()), hidden, ms);
+    EXPECT_TRUE(is_argmax(logits.row(logits.rows - 1), vocab, r.generated_ids[4 * round + 1], 1e-3));
+  }
+}
+
+GenerationOptions options(int64_t new_tokens, SpeculativeMethod method, int64_t k) {
+  GenerationOptions o;
+  o.max_new_tokens = new_tokens;
+  o.stop_at_eos = false;
+  o.collect_logits = true;
+  o.speculative.method = method;
+  o.speculative.draft_tokens = k;
+  return o;
+}
+
+// Whatever the head guesses (a synthetic head agrees with the synthetic
+// model only by chance), the tokens are the plain loop's, fp32 and int4 on
+// both kernel sets, batch rows and chunked prompts, greedy and sampled.
+TEST(MtpDraft, TheLoopIsThePlainLoop) {
+  const std::vector<Ids> feeds = {{5, 17, 300, 42, 7, 99, 123, 256}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}};
+  struct Case {
+    fs::path dir;
+    KernelSet set;
+    double tolerance;
+  };
+  // int4: a verify run's rows take the multi-row path (int8 activations
+  // blocked differently): logits within 2e-2, the same tokens.
+  for (const Case& c : {Case{built().fp32, KernelSet::Ort, 1e-4}, Case{built().int4, KernelSet::Deltagen, 2e-2},
+                        Case{built().int4, KernelSet::Ort, 2e-2}}) {
+    RuntimeOptions ro{.intra_op_threads = 1};
+    ro.kernels.set = c.set;
+    auto model = Model::load(c.dir, ro);
+    for (bool sampled : {false, true}) {
+      SCOPED_TRACE(c.dir.filename().string() + " " + kernel_set_name(c.set) + (sampled ? " sampled" : " greedy"));
+      GenerationOptions plain = options(20, SpeculativeMethod::None, 3);
+      if (sampled) {
+        plain.sampling.temperature = 0.8;
+        plain.sampling.seed = 7;
+      }
+      plain.prefill_chunk = 3;
+      GenerationOptions spec = plain;
+      spec.speculative.method = SpeculativeMethod::Mtp;
+      Generator a(*model, 2, 64), b(*model, 2, 64);
+      const auto want = generate_rows(a, feeds, plain, nullptr, {});
+      const auto got = generate_rows(b, feeds, spec, nullptr, {});
+      for (size_t r = 0; r < feeds.size(); ++r) {
+        EXPECT_EQ(got[r].generated_ids, want[r].generated_ids) << "row " << r;
+        EXPECT_GT(got[r].verify_runs, 0) << "row " << r;
+        EXPECT_LE(got[r].drafted_tokens, 3 * got[r].verify_runs) << "row " << r;  // fewer where room ran out
+      }
+      EXPECT_EQ(b.state().tokens(0), a.state().tokens(0));
+    }
+  }
+}
+
+TEST(MtpDraft, AModelWithoutAHeadOrAHeadOfAnotherModelIsNamed) {
+  test::TempDir tmp;
+  auto ck = Checkpoint::open(built().checkpoint);
+  BuildOptions o;
+  o.context_length = 256;
+  o.show_progress = false;
+  o.mtp = false;
+  build_model(*ck, o, tmp / "no-head");
+  auto plain = Model::load(tmp / "no-head", {.intra_op_threads = 1});
+  Generator gen(*plain, 1, 32);
+  const GenerationOptions spec = options(4, SpeculativeMethod::Mtp, 2);
+  test::expect_error([&] { generate_rows(gen, std::vector<Ids>{{1, 2, 3}}, spec, nullptr, {}); },
+                     "has no multi-token-prediction head (mtp.onnx)");
+
+  // A head built for a wider model, copied beside this one's decoder.
+  auto wide = Checkpoint::open(write_checkpoint(tmp / "wide-ck", 2 * ck->config().hidden_size));
+  o.mtp = true;
+  build_model(*wide, o, tmp / "wide");
+  build_model(*ck, o, tmp / "mixed");
+  fs::copy_file(tmp / "wide" / "mtp.onnx", tmp / "mixed" / "mtp.onnx", fs::copy_options::overwrite_existing);
+  if (fs::exists(tmp / "wide" / "mtp.onnx.data"))
+    fs::copy_file(tmp / "wide" / "mtp.onnx.data", tmp / "mixed" / "mtp.onnx.data", fs::copy_options::overwrite_existing);
+  auto mixed = Model::load(tmp / "mixed", {.intra_op_threads = 1});
+  Generator gen2(*mixed, 1, 32);
+  test::expect_error([&] { generate_rows(gen2, std::vector<Ids>{{1, 2, 3}}, spec, nullptr, {}); },
+                     "mtp.onnx: the head reads hidden states " + std::to_string(2 * ck->config().hidden_size) +
+                         " wide, the decoder writes " + std::to_string(ck->config().hidden_size));
+}
+
+TEST(MtpDraft, TheCliTakesItAndAModelWithoutAHeadIsOneLine) {
+  const auto spec = test::run_cli({"generate", "--model", built().fp32.string(), "--ids", "5,17,300,42",
+                                   "--max-new-tokens", "8", "--ignore-eos", "--json", "--speculative", "mtp",
+                                   "--draft-tokens", "2"});
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  const auto plain = test::run_cli({"generate", "--model", built().fp32.string(), "--ids", "5,17,300,42",
+                                    "--max-new-tokens", "8", "--ignore-eos", "--json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(spec.out);
+  EXPECT_EQ(a.at("generated_ids"), b.at("generated_ids"));
+  EXPECT_GT(b.at("verify_runs").get<int64_t>(), 0);
+
+  const auto bad = test::run_cli({"generate", "--model", test::golden_model_dir().string(), "--ids", "1,2",
+                                  "--speculative", "mtp"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("has no multi-token-prediction head"), std::string::npos) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
+}  // namespace
+}  // namespace deltagen
