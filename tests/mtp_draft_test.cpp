@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,9 @@
 #include "reference/qwen35_reference.h"
 #include "runtime/generation.h"
 #include "runtime_fixtures.h"
+#include "serve/scheduler.h"
+#include "serve/service.h"
+#include "chat/chat_template.h"
 #include "runtime/tensor.h"
 #include "speculative/mtp_draft.h"
 #include "synth/synth.h"
@@ -55,6 +59,8 @@ const Built& built() {
     o.context_length = 256;
     o.show_progress = false;
     build_model(*ck, o, out.fp32 = out.tmp / "fp32");
+    std::ofstream(out.fp32 / "tokenizer.json") << test::tiny_tokenizer_json();  // for the server's test
+    std::ofstream(out.fp32 / "tokenizer_config.json") << test::tiny_tokenizer_config_json();
     o.precision = Precision::Int4;
     build_model(*ck, o, out.int4 = out.tmp / "int4");
     return out;
@@ -201,6 +207,58 @@ TEST(MtpDraft, TheLoopIsThePlainLoop) {
       EXPECT_EQ(b.state().tokens(0), a.state().tokens(0));
     }
   }
+}
+
+// serve --speculative mtp: sequences in rows that join, leave and move keep
+// their own head cache; each gets what the server gives without guesses;
+// /metrics counts the guesses.
+TEST(MtpDraft, TheServerSpeculatesPerSequence) {
+  auto engine = Engine::load(built().fp32, {.threads = 1});
+  serve::SchedulerOptions so{.parallel = 2, .max_length = 64, .prefill_chunk = 5};
+  serve::Scheduler plain(engine, so);
+  so.speculative.method = SpeculativeMethod::Mtp;
+  so.speculative.draft_tokens = 2;
+  serve::Scheduler spec(engine, so);
+  std::vector<std::shared_ptr<serve::SequenceStream>> a, b;
+  for (int i = 0; i < 5; ++i) {
+    GenerationOptions o;
+    o.max_new_tokens = 6 + 5 * i;
+    o.stop_at_eos = false;
+    o.sampling.temperature = i % 2 ? 0.7 : 0.0;
+    o.sampling.seed = uint64_t(i);
+    const Ids prompt = {5 + i, 17, 300, 42 + i, 7, 99};
+    a.push_back(plain.submit({prompt, {}, o}));
+    b.push_back(spec.submit({prompt, {}, o}));
+  }
+  auto end_of = [](serve::SequenceStream& stream) {
+    std::vector<serve::TokenEvent> events;
+    for (;;)
+      if (auto end = stream.wait(events, std::chrono::milliseconds(50))) return *end;
+  };
+  for (size_t i = 0; i < a.size(); ++i) {
+    const serve::SequenceEnd want = end_of(*a[i]), got = end_of(*b[i]);
+    EXPECT_EQ(got.generated_ids, want.generated_ids) << "sequence " << i;
+    EXPECT_EQ(got.error, "");
+  }
+  const serve::SchedulerStats s = spec.stats();
+  EXPECT_GT(s.verify_runs, 0);
+  EXPECT_GT(s.drafted_tokens, 0);
+  serve::Service service(engine, ChatTemplate::builtin(), spec, {"tiny"});
+  const std::string metrics = service.metrics();
+  EXPECT_NE(metrics.find("deltagen_speculative_drafted_tokens_total " + std::to_string(s.drafted_tokens)),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("# TYPE deltagen_speculative_accepted_tokens_total counter"), std::string::npos);
+
+  // A server told to draft with a head the model does not have does not start.
+  test::TempDir tmp;
+  BuildOptions o;
+  o.context_length = 256;
+  o.show_progress = false;
+  o.mtp = false;
+  build_model(*Checkpoint::open(built().checkpoint), o, tmp / "no-head");
+  test::expect_error([&] { serve::Scheduler(Engine::load(tmp / "no-head", {.threads = 1}), so); },
+                     "has no multi-token-prediction head");
 }
 
 TEST(MtpDraft, AModelWithoutAHeadOrAHeadOfAnotherModelIsNamed) {

@@ -252,6 +252,49 @@ TEST(Scheduler, RefusesRequestsThatCanNeverRun) {
   EXPECT_EQ(c.end.generated_ids.size(), 5u);
 }
 
+// serve --speculative ngram: every sequence guesses on its own (a run of its
+// own per round, while the others step together, parked or not), and each
+// gets what it gets alone: greedy and sampled, replies that end inside a
+// round (max_tokens), rows that move as others leave, and the length limit.
+TEST(Scheduler, SpeculatingSequencesEqualEachRunAlone) {
+  SchedulerOptions so{.parallel = 3, .max_length = 96, .prefill_chunk = 7};
+  so.speculative.method = SpeculativeMethod::Ngram;
+  so.speculative.draft_tokens = 4;
+  Scheduler scheduler(golden_chat_engine(), so);
+  so.speculative.method = SpeculativeMethod::None;
+  Scheduler plain(golden_chat_engine(), so);  // the same limits, no guesses (it equals alone(): above)
+  std::vector<std::pair<Ids, GenerationOptions>> cases;
+  for (int i = 0; i < 6; ++i) {
+    Ids pattern = prompt_of(3 + i % 3, uint32_t(40 + i)), prompt;
+    for (int r = 0; r < 4; ++r) prompt.insert(prompt.end(), pattern.begin(), pattern.end());
+    cases.push_back({prompt, options(5 + 7 * (i % 3), i % 2 ? 0.8 : 0.0, uint64_t(i))});
+  }
+  cases.push_back({prompt_of(80, 50), options(100)});  // ends at the length limit (96)
+  std::vector<std::shared_ptr<SequenceStream>> streams, plain_streams;
+  for (const auto& [prompt, o] : cases) {
+    streams.push_back(scheduler.submit({prompt, {}, o}));
+    plain_streams.push_back(plain.submit({prompt, {}, o}));
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Collected got = collect(*streams[i]), want = collect(*plain_streams[i]);
+    EXPECT_EQ(got.end.generated_ids, want.end.generated_ids) << "sequence " << i;
+    EXPECT_EQ(got.end.stop_reason, want.end.stop_reason) << "sequence " << i;
+    EXPECT_EQ(got.end.error, "");
+    EXPECT_EQ(got.end.text, want.end.text);
+    ASSERT_EQ(got.tokens.size(), want.tokens.size());
+    if (i + 1 == cases.size()) EXPECT_EQ(got.end.stop_reason, StopReason::Length);
+  }
+  const SchedulerStats s = scheduler.stats();
+  EXPECT_EQ(s.finished, int64_t(cases.size()));
+  EXPECT_GT(s.verify_runs, 0);
+  EXPECT_GT(s.accepted_tokens, 0) << "no guess was kept: the accept path went untested";
+  EXPECT_GT(s.replay_runs, 0) << "no guess was missed: the rollback went untested";
+  EXPECT_LE(s.accepted_tokens, s.drafted_tokens);
+  std::printf("[ measured ] %lld verify runs, %lld of %lld guesses kept, %lld replays, %lld batched steps\n",
+              (long long)s.verify_runs, (long long)s.accepted_tokens, (long long)s.drafted_tokens,
+              (long long)s.replay_runs, (long long)s.decode_steps);
+}
+
 TEST(Scheduler, StopCancelsEverythingAndRefusesMore) {
   auto scheduler = std::make_unique<Scheduler>(golden_chat_engine(), SchedulerOptions{.parallel = 1});
   auto running = scheduler->submit({prompt_of(8, 9), {}, options(100000)});

@@ -6,9 +6,7 @@
 #include <string>
 
 #include "runtime/sampling.h"
-#include "speculative/mtp_draft.h"
-#include "speculative/ngram_draft.h"
-#include "runtime/tensor.h"
+#include "speculative/row_speculator.h"
 #include "runtime/text_stream.h"
 #include "tokenizer/tokenizer.h"
 #include "deltagen/error.h"
@@ -83,13 +81,9 @@ class BatchLoop {
  public:
   BatchLoop(Generator& generator, const GenerationOptions& options, const Tokenizer* tokenizer,
             const TokenCallback& on_token)
-      : g_(generator), options_(options), tokenizer_(tokenizer), on_token_(on_token) {
+      : g_(generator), options_(options), tokenizer_(tokenizer), on_token_(on_token), spec_(generator, options.speculative) {
     if (options.stop_at_eos) stop_ids_ = g_.model().config().eos_token_ids;
     stop_ids_.insert(stop_ids_.end(), options.extra_stop_ids.begin(), options.extra_stop_ids.end());
-    if (options.speculative.method == SpeculativeMethod::Mtp && !options.speculative.drafter) {
-      mtp_.emplace(g_.model(), g_.batch(), g_.max_length());
-      hidden_output_ = g_.fetch_output(MtpDrafter::kDecoderHidden);
-    }
   }
 
   std::vector<GenerationResult> run(std::span<const std::vector<int64_t>> feeds) {
@@ -150,7 +144,7 @@ class BatchLoop {
     for (size_t begin = 0; begin < feed.size(); begin += chunk) {
       const int64_t position = g_.state().length(row), count = int64_t(std::min(chunk, feed.size() - begin));
       last = g_.run_row(row, feed.subspan(begin, size_t(count)), options_.collect_logits);
-      observe(row, position, 0, count);
+      spec_.observe(row, position, 0, count);
       ++r.result.prefill_runs;
       for (int64_t i = 0; options_.collect_logits && i < last.rows; ++i) collect(r, last.row(0, i));
     }
@@ -234,7 +228,7 @@ class BatchLoop {
     for (int64_t b = 0; b < g_.batch(); ++b) {
       RowRun& r = rows_[size_t(b)];
       if (r.done || !drafts[size_t(b)].empty()) continue;
-      observe(b, g_.state().length(b) - 1, b, 1);
+      spec_.observe(b, g_.state().length(b) - 1, b, 1);
       ++r.result.decode_steps;
       r.result.decode_seconds += seconds;
       collect(r, logits.row(b, 0));
@@ -247,80 +241,44 @@ class BatchLoop {
   // maximum length leave room for: a verify run feeds 1 + k tokens and can
   // choose 1 + k.
   std::vector<int64_t> draft_for(int64_t b) {
-    const SpeculativeOptions& spec = options_.speculative;
-    if (!spec.active()) return {};
+    if (!spec_.active()) return {};
     RowRun& r = rows_[size_t(b)];
     const int64_t room = std::min(options_.max_new_tokens - int64_t(r.result.generated_ids.size()),
                                   g_.max_length() - g_.state().length(b)) - 1;
-    const int64_t k = std::min(spec.draft_tokens, room);
-    if (k < 1) return {};
-    context_.assign(g_.state().tokens(b).begin(), g_.state().tokens(b).end());
-    context_.push_back(r.next_token);
-    const auto start = Clock::now();
-    std::vector<int64_t> guesses;
-    if (spec.drafter) {
-      guesses = spec.drafter(context_, k);
-      if (int64_t(guesses.size()) > k) guesses.resize(size_t(k));
-      check_token_ids(g_.model(), guesses);
-    } else if (mtp_) {
-      guesses = mtp_->draft(b, context_, k);
-    } else {
-      guesses = ngram_draft(context_, k, {.max_ngram = spec.ngram_max, .min_ngram = spec.ngram_min});
-    }
-    const double seconds = seconds_since(start);
+    double seconds = 0;
+    std::vector<int64_t> guesses = spec_.draft(b, r.next_token, room, &seconds);
     r.result.draft_seconds += seconds;
     r.result.decode_seconds += seconds;
     return guesses;
   }
 
-  // The MTP drafter keeps the decoder's hidden states of the positions a row
-  // ran: `rows` of them from `position`, row `batch_index` of the last run.
-  void observe(int64_t row, int64_t position, int64_t batch_index, int64_t rows) {
-    if (!mtp_) return;
-    const Ort::Value& hidden = g_.fetched(hidden_output_);
-    const int64_t run_rows = tensor_shape(hidden)[1];
-    const auto* data = static_cast<const std::byte*>(hidden.GetTensorRawData());
-    mtp_->observe(row, position, data + size_t(batch_index * run_rows) * mtp_->hidden_row_bytes(), rows);
-  }
-
-  // Row b runs its chosen token and the k guesses in one run: row i of its
-  // logits is what the row chooses after the token and i guesses. Its sampler
-  // chooses from row 0 on; each choice that equals the next guess lets the
-  // following row stand, the first that does not ends the round (it is the
-  // row's correction). So every token is the one the plain loop would choose
-  // from the same logits with the same random draws. The row's state then
-  // keeps the tokens before its last choice: the linear states are put back
-  // and the kept tokens run again when fewer than all 1 + k stand.
+  // Row b runs its chosen token and the k guesses in one run
+  // (RowSpeculator::verify): row i of its logits is what the row chooses
+  // after the token and i guesses. Its sampler chooses from row 0 on; each
+  // choice that equals the next guess lets the following row stand, the first
+  // that does not ends the round (it is the row's correction). So every token
+  // is the one the plain loop would choose from the same logits with the same
+  // random draws.
   void verify(int64_t b, std::span<const int64_t> draft) {
     RowRun& r = rows_[size_t(b)];
     const int64_t k = int64_t(draft.size()), before = g_.state().length(b);
-    feed_.assign(1, r.next_token);
-    feed_.insert(feed_.end(), draft.begin(), draft.end());
     const auto start = Clock::now();
-    g_.state().save_linear(b, saved_linear_);
-    LogitsView logits = g_.run_row(b, feed_, true);
     ++r.result.verify_runs;
     r.result.drafted_tokens += k;
-
-    int64_t chosen = 0;  // tokens accepted this round (the last one is the row's next, not run)
-    for (int64_t i = 0; i <= k && !r.done; ++i) {
-      collect(r, logits.row(0, i));
+    const RowSpeculator::Round round = spec_.verify(b, r.next_token, draft, [&](int64_t i, const float* logits) {
+      collect(r, logits);
       const bool take_guess = options_.speculative.accept_every_draft && i < k;
-      const int64_t token = take_guess ? draft[size_t(i)] : r.sampler.next(logits.row(0, i));
+      const int64_t token = take_guess ? draft[size_t(i)] : r.sampler.next(logits);
       accept(b, token, before + 1 + i);
-      ++chosen;
-      if (i == k || token != draft[size_t(i)]) break;
-      ++r.result.accepted_tokens;
-    }
-    if (chosen < 1 + k) {  // roll back to the token, then the kept guesses
-      g_.state().restore_linear(b, saved_linear_);
-      g_.state().truncate(b, before);
-      g_.run_row(b, std::span<const int64_t>(feed_).first(size_t(chosen)), false);
+      const bool kept = i < k && token == draft[size_t(i)];
+      if (kept) ++r.result.accepted_tokens;
+      return kept && !r.done;
+    });
+    if (round.replayed > 0) {
       ++r.result.replay_runs;
-      r.result.replayed_tokens += chosen;
+      r.result.replayed_tokens += round.replayed;
     }
-    observe(b, before, 0, chosen);  // the last run's rows: the replay's, or all of the verify run's
-    r.result.decode_steps += chosen;
+    r.result.decode_steps += round.chosen;
     r.result.decode_seconds += seconds_since(start);
   }
 
@@ -330,10 +288,7 @@ class BatchLoop {
   const TokenCallback& on_token_;
   std::vector<int64_t> stop_ids_;
   std::vector<RowRun> rows_;
-  std::vector<int64_t> context_, feed_;    // speculation's scratch, reused every round
-  std::vector<std::byte> saved_linear_;
-  std::optional<MtpDrafter> mtp_;  // --speculative mtp
-  size_t hidden_output_ = 0;       // ... the decoder's hidden_states among g_.fetched()
+  RowSpeculator spec_;
 };
 
 }  // namespace

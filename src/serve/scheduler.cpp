@@ -16,6 +16,7 @@
 #include "runtime/snapshot.h"
 #include "runtime/text_stream.h"
 #include "runtime/token_table.h"
+#include "speculative/row_speculator.h"
 
 namespace deltagen::serve {
 namespace {
@@ -78,7 +79,10 @@ struct Scheduler::Sequence {
 class Scheduler::Worker {
  public:
   Worker(Scheduler& owner, Model& model, int64_t parallel, int64_t max_length, const Tokenizer* tokenizer)
-      : owner_(owner), generator_(model, parallel, max_length), tokenizer_(tokenizer) {}
+      : owner_(owner),
+        generator_(model, parallel, max_length),
+        tokenizer_(tokenizer),
+        spec_(generator_, owner.options_.speculative) {}
 
   bool busy() const { return prefilling_ || !decoding_.empty(); }
   bool can_admit() const { return !prefilling_ && int64_t(decoding_.size()) < generator_.batch(); }
@@ -97,6 +101,7 @@ class Scheduler::Worker {
       cached = owner_.cache_->find(std::span(key).first(key.size() - 1));
     }
     generator_.reset_row(s->row);
+    spec_.reset_row(s->row);
     if (cached) {
       try {
         restore_row(state, s->row, generator_.vocab(), *cached, "prompt cache");
@@ -185,6 +190,7 @@ class Scheduler::Worker {
     LogitsView logits;
     try {
       logits = generator_.run_row(s.row, prompt.subspan(s.fed, end - s.fed), false);
+      spec_.observe(s.row, int64_t(s.fed), 0, int64_t(end - s.fed));
     } catch (const Error& e) {
       finish(s, StopReason::Cancelled, e.what());
       prefilling_.reset();
@@ -210,44 +216,117 @@ class Scheduler::Worker {
     accept(*joined, choose(*joined, logits.row(0, logits.rows - 1)), logits.row(0, logits.rows - 1));
     if (joined->stop) return finish(*joined, *joined->stop);
     const int64_t row = int64_t(decoding_.size());
-    if (joined->row != row) generator_.copy_row(joined->row, row);
+    if (joined->row != row) {
+      generator_.copy_row(joined->row, row);
+      spec_.move_row(joined->row, row);
+    }
     joined->row = row;
     decoding_.push_back(std::move(joined));
   }
 
+  // One token or more for every decoding sequence: those with guesses check
+  // them in a run each (verify), the others take one step together, while
+  // the ones with guesses sit it out parked.
   void decode_step() {
-    tokens_.resize(decoding_.size());
-    for (size_t i = 0; i < decoding_.size(); ++i) tokens_[i] = decoding_[i]->next_token;
-    const auto start = Clock::now();
-    LogitsView logits;
-    try {
-      logits = generator_.step(tokens_);
-    } catch (const Error& e) {
-      for (auto& s : decoding_) finish(*s, StopReason::Cancelled, e.what());
-      decoding_.clear();
-      return;
+    const size_t n = decoding_.size();
+    drafts_.resize(n);
+    bool any_plain = false;
+    for (size_t i = 0; i < n; ++i) {
+      drafts_[i] = draft_for(*decoding_[i]);
+      any_plain |= drafts_[i].empty();
     }
-    const double seconds = seconds_since(start);
-    owner_.record_step(int64_t(decoding_.size()), seconds);
-    for (size_t i = 0; i < decoding_.size(); ++i) {
-      Sequence& s = *decoding_[i];
-      s.end.decode_seconds += seconds;
-      accept(s, choose(s, logits.row(int64_t(i), 0)), logits.row(int64_t(i), 0));
+    if (any_plain) batched_step();
+    for (size_t i = 0; i < n; ++i) {
+      if (drafts_[i].empty()) continue;
+      generator_.state().unpark(int64_t(i));
+      if (!decoding_[i]->stop) verify(*decoding_[i], drafts_[i]);
     }
     // Ended sequences leave; the last decoder moves into each freed row so
     // that the decoders stay in rows [0, n). Walking down, every row above i
     // is already settled.
     for (size_t i = decoding_.size(); i-- > 0;) {
       if (!decoding_[i]->stop) continue;
-      finish(*decoding_[i], *decoding_[i]->stop);
+      finish(*decoding_[i], *decoding_[i]->stop, decoding_[i]->end.error);  // error: a failed run's
       const size_t last = decoding_.size() - 1;
       if (i != last) {
         generator_.copy_row(int64_t(last), int64_t(i));
+        spec_.move_row(int64_t(last), int64_t(i));
         decoding_[i] = std::move(decoding_[last]);
         decoding_[i]->row = int64_t(i);
       }
       decoding_.pop_back();
     }
+  }
+
+  void batched_step() {
+    const size_t n = decoding_.size();
+    tokens_.resize(n);
+    int64_t rows = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const bool sits_out = !drafts_[i].empty();
+      if (sits_out) generator_.state().park(int64_t(i));
+      tokens_[i] = sits_out ? 0 : decoding_[i]->next_token;
+      rows += sits_out ? 0 : 1;
+    }
+    const auto start = Clock::now();
+    LogitsView logits;
+    try {
+      logits = generator_.step(tokens_);
+    } catch (const Error& e) {  // every sequence of the step ends with the error
+      for (size_t i = 0; i < n; ++i) {
+        if (!drafts_[i].empty()) continue;
+        decoding_[i]->stop = StopReason::Cancelled;
+        decoding_[i]->end.error = e.what();
+      }
+      return;
+    }
+    const double seconds = seconds_since(start);
+    owner_.record_step(rows, seconds);
+    for (size_t i = 0; i < n; ++i) {
+      if (!drafts_[i].empty()) continue;
+      Sequence& s = *decoding_[i];
+      spec_.observe(s.row, generator_.state().length(s.row) - 1, int64_t(i), 1);
+      s.end.decode_seconds += seconds;
+      accept(s, choose(s, logits.row(int64_t(i), 0)), logits.row(int64_t(i), 0));
+    }
+  }
+
+  // A sequence's guesses (none without speculation): no more than its
+  // max_tokens and the row's maximum length leave room for.
+  std::vector<int64_t> draft_for(const Sequence& s) {
+    if (!spec_.active()) return {};
+    const int64_t room = std::min(s.request.options.max_new_tokens - int64_t(s.generated.size()),
+                                  generator_.max_length() - generator_.state().length(s.row)) - 1;
+    try {
+      return spec_.draft(s.row, s.next_token, room);
+    } catch (const Error&) {
+      return {};  // a drafter that fails costs the guesses, not the request
+    }
+  }
+
+  // The sequence's chosen token and its guesses in one run; each guess
+  // stands only where the sequence's own sampler (and grammar) chooses it.
+  void verify(Sequence& s, std::span<const int64_t> draft) {
+    const int64_t k = int64_t(draft.size()), before = generator_.state().length(s.row);
+    int64_t kept = 0;
+    const auto start = Clock::now();
+    RowSpeculator::Round round;
+    try {
+      round = spec_.verify(s.row, s.next_token, draft, [&](int64_t i, const float* logits) {
+        const int64_t token = choose(s, logits);
+        accept(s, token, logits, before + 1 + i);
+        const bool same = i < k && token == draft[size_t(i)];
+        kept += same ? 1 : 0;
+        return same && !s.stop;
+      });
+    } catch (const Error& e) {
+      s.stop = StopReason::Cancelled;
+      s.end.error = e.what();
+      return;
+    }
+    const double seconds = seconds_since(start);
+    s.end.decode_seconds += seconds;
+    owner_.record_verify(k, kept, round.replayed > 0, seconds);
   }
 
   // The next token: among those the reply's grammar allows, when it has one.
@@ -269,8 +348,10 @@ class Scheduler::Worker {
     return it->second;
   }
 
-  // Records the chosen token, streams it, and decides whether the sequence ends.
-  void accept(Sequence& s, int64_t token, const float* logits) {
+  // Records the chosen token, streams it, and decides whether the sequence
+  // ends. `ran`: the tokens the row had run when it was chosen (its state's
+  // length, except inside a verify run).
+  void accept(Sequence& s, int64_t token, const float* logits, std::optional<int64_t> ran = std::nullopt) {
     s.generated.push_back(token);
     s.next_token = token;
     if (s.grammar) s.tokens->advance(*s.grammar, token);
@@ -282,7 +363,7 @@ class Scheduler::Worker {
     if (std::find(s.stop_ids.begin(), s.stop_ids.end(), token) != s.stop_ids.end()) s.stop = StopReason::Eos;
     else if (s.text && s.text->stopped()) s.stop = StopReason::StopString;
     else if (int64_t(s.generated.size()) >= o.max_new_tokens) s.stop = StopReason::MaxNewTokens;
-    else if (generator_.state().length(s.row) >= generator_.max_length()) s.stop = StopReason::Length;
+    else if (ran.value_or(generator_.state().length(s.row)) >= generator_.max_length()) s.stop = StopReason::Length;
     else if (s.stream->cancelled()) s.stop = StopReason::Cancelled;
     if (s.stop && s.text) event.text += s.text->finish();
     const auto now = Clock::now();
@@ -297,7 +378,9 @@ class Scheduler::Worker {
   std::vector<std::unique_ptr<Sequence>> decoding_;  // decoding_[i]->row == i
   std::unique_ptr<Sequence> prefilling_;
   std::vector<int64_t> tokens_;
+  std::vector<std::vector<int64_t>> drafts_;  // per decoding row, this step's guesses
   std::map<std::vector<int64_t>, TokenTable> token_tables_;  // by sorted end ids
+  RowSpeculator spec_;
 };
 
 Scheduler::Scheduler(std::shared_ptr<Engine> engine, SchedulerOptions options)
@@ -460,6 +543,15 @@ void Scheduler::record_step(int64_t rows, double seconds) {
   stats_.decode_seconds += seconds;
   ++stats_.steps_by_rows[size_t(rows)];
   stats_.seconds_by_rows[size_t(rows)] += seconds;
+}
+
+void Scheduler::record_verify(int64_t drafted, int64_t accepted, bool replayed, double seconds) {
+  std::lock_guard lock(mutex_);
+  ++stats_.verify_runs;
+  stats_.drafted_tokens += drafted;
+  stats_.accepted_tokens += accepted;
+  stats_.replay_runs += replayed ? 1 : 0;
+  stats_.verify_seconds += seconds;
 }
 
 SchedulerStats Scheduler::stats() const {

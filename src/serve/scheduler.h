@@ -49,6 +49,10 @@ struct SchedulerOptions {
   int64_t checkpoint_every = 2048;  // also cache a long prompt's state every this many tokens; 0 = off
   bool cache = true;                // false: no prompt cache at all
   PrefixCacheOptions cache_options;
+  // Every sequence speculates on its own (serve --speculative, --draft-tokens):
+  // a sequence with guesses checks them in a run of its own while the others
+  // step together; the output is what it would be without.
+  SpeculativeOptions speculative;
 };
 
 struct SequenceRequest {
@@ -89,6 +93,10 @@ struct SchedulerStats {
   // By the number of sequences a step ran ([n], n = 0..parallel): steps and their wall time.
   std::vector<int64_t> steps_by_rows;
   std::vector<double> seconds_by_rows;
+  // Speculation: runs that checked guesses (with their wall time), the
+  // guesses made and kept, and the runs that rolled a sequence back.
+  int64_t verify_runs = 0, drafted_tokens = 0, accepted_tokens = 0, replay_runs = 0;
+  double verify_seconds = 0;
   PrefixCacheStats cache;
 };
 
@@ -124,6 +132,7 @@ class Scheduler {
   void record_end(const SequenceEnd& end);
   void record_prefill(int64_t tokens, double seconds);
   void record_step(int64_t rows, double seconds);
+  void record_verify(int64_t drafted, int64_t accepted, bool replayed, double seconds);
 
   std::shared_ptr<Engine> engine_;
   SchedulerOptions options_;

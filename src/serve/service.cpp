@@ -338,6 +338,16 @@ std::string Service::metrics() const {
   };
   by_rows("decode_steps_by_rows_total", "Decode steps by the number of sequences they ran.", s.steps_by_rows);
   by_rows("decode_seconds_by_rows_total", "Wall time of the decode steps by the number of sequences.", s.seconds_by_rows);
+  // Speculative decoding (serve --speculative): guesses made and kept, and the
+  // runs that checked them (a kept share = accepted / drafted).
+  metric("speculative_verify_runs_total", "counter", "Runs that checked a sequence's guesses.", double(s.verify_runs));
+  metric("speculative_drafted_tokens_total", "counter", "Guessed tokens checked.", double(s.drafted_tokens));
+  metric("speculative_accepted_tokens_total", "counter", "Guessed tokens kept (the model chose them).",
+         double(s.accepted_tokens));
+  metric("speculative_replay_runs_total", "counter", "Runs that rolled a sequence back after a missed guess.",
+         double(s.replay_runs));
+  metric("speculative_verify_seconds_total", "counter", "Time spent guessing, checking and rolling back.",
+         s.verify_seconds);
   metric("prefill_tokens_per_second", "gauge", "Prompt tokens per second of prefill time, since start.",
          s.prefill_seconds > 0 ? double(s.prefilled_tokens) / s.prefill_seconds : 0.0);
   metric("decode_tokens_per_second", "gauge", "Generated tokens per second of decode time (all streams), since start.",

@@ -94,6 +94,19 @@ Ort::Value MtpDrafter::kv_view(std::vector<std::byte>& bytes) {
   return Ort::Value::CreateTensor(cpu_, bytes.data(), bytes.size(), shape.data(), shape.size(), kv_dtype_);
 }
 
+void MtpDrafter::reset_row(int64_t row) {
+  Row& r = rows_.at(size_t(row));
+  r.start = -1;
+  r.slots = r.pending_rows = 0;
+  r.pending.clear();
+}
+
+void MtpDrafter::move_row(int64_t from, int64_t to) {
+  if (from == to) return;
+  std::swap(rows_.at(size_t(from)), rows_.at(size_t(to)));
+  reset_row(from);
+}
+
 void MtpDrafter::observe(int64_t row, int64_t position, const std::byte* hidden, int64_t rows) {
   Row& r = rows_.at(size_t(row));
   const int64_t kept_end = r.start + r.slots + r.pending_rows;

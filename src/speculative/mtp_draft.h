@@ -56,6 +56,11 @@ class MtpDrafter {
   // decoder ran nothing since the last draft).
   std::vector<int64_t> draft(int64_t row, std::span<const int64_t> context, int64_t k);
 
+  // A row starts over (a new sequence in it), or takes another's place (its
+  // cache buffers are kept for reuse).
+  void reset_row(int64_t row);
+  void move_row(int64_t from, int64_t to);
+
   size_t hidden_row_bytes() const { return hidden_row_bytes_; }
   int64_t head_runs() const { return head_runs_; }
 

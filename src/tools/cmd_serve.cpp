@@ -3,7 +3,7 @@
 //                [--cache-mb 4096] [--cache-dir DIR] [--cache-disk-mb 16384] [--no-cache]
 //                [--checkpoint-every 2048] [--load-state F] [--api-key KEY] [--alias NAME]
 //                [--chat-template FILE] [--threads T] [--kernels K] [--ep cpu|webgpu|cuda] [--max-body-mb 16]
-//                [--max-images 16] [--max-image-mb 20]
+//                [--max-images 16] [--max-image-mb 20] [--speculative none|ngram|mtp] [--draft-tokens 3]
 //
 // An OpenAI-compatible server (docs/serve.md) with a web chat page at /.
 // --api-key may also come from DELTAGEN_API_KEY (keeps it out of `ps`).
@@ -73,6 +73,9 @@ int cmd_serve(int argc, char** argv) {
   s.cache_options.memory_bytes = megabytes(args, "cache-mb", 4096);
   s.cache_options.spill_dir = args.get_or("cache-dir", "");
   s.cache_options.disk_bytes = megabytes(args, "cache-disk-mb", 16384);
+  if (auto method = args.get("speculative")) s.speculative.method = parse_speculative_method(*method);
+  s.speculative.draft_tokens = args.get_int("draft-tokens", s.speculative.draft_tokens);
+  validate_speculative(s.speculative);
   const std::string load_state = args.get_or("load-state", "");
   const std::string template_file = args.get_or("chat-template", "");
   const std::string alias = args.get_or("alias", "");
@@ -109,9 +112,10 @@ int cmd_serve(int argc, char** argv) {
     scheduler.stop();
     server.stop();
   });
-  std::fprintf(stderr, "[serve] %s on http://%s:%d (parallel %lld, context %lld, chat template %s, cache %s)\n",
+  std::fprintf(stderr, "[serve] %s on http://%s:%d (parallel %lld, context %lld, chat template %s, cache %s, speculative %s)\n",
                name.c_str(), http.host.c_str(), bound, (long long)s.parallel, (long long)scheduler.max_length(),
-               service.chat_template().name().c_str(), s.cache ? "on" : "off");
+               service.chat_template().name().c_str(), s.cache ? "on" : "off",
+               speculative_method_name(s.speculative.method));
   std::printf("listening on http://%s:%d\n", http.host.c_str(), bound);
   std::fflush(stdout);
   server.run();

@@ -17,11 +17,18 @@ namespace {
 
 // Temp names carry the pid and a counter so concurrent writers never collide;
 // the ".partial" marker makes an interrupted output obviously incomplete.
+// ".NAME.partial-", appended piece by piece: GCC 12 warns (-Wrestrict,
+// falsely) on "literal" + string.
+std::string partial_prefix(const fs::path& target) {
+  std::string s(1, '.');
+  s += target.filename().string();
+  s += ".partial-";
+  return s;
+}
+
 fs::path temp_name(const fs::path& target) {
   static std::atomic<int> counter{0};
-  return target.parent_path() /
-         ("." + target.filename().string() + ".partial-" + std::to_string(::getpid()) + "-" +
-          std::to_string(counter++));
+  return target.parent_path() / (partial_prefix(target) + std::to_string(::getpid()) + "-" + std::to_string(counter++));
 }
 
 fs::path parent_or_dot(const fs::path& p) {
@@ -34,7 +41,7 @@ fs::path parent_or_dot(const fs::path& p) {
 // longer run (their pid is in the name), so rerunning cleans up. Outputs of
 // live processes, and anything else in the folder, are left alone.
 void remove_stale_partials(const fs::path& target) {
-  const std::string prefix = "." + target.filename().string() + ".partial-";
+  const std::string prefix = partial_prefix(target);
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(parent_or_dot(target), ec)) {
     const std::string name = entry.path().filename().string();

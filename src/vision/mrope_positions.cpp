@@ -8,7 +8,15 @@ namespace deltagen {
 namespace {
 
 std::string grid_text(const ImageGrid& g) {
-  return "(" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " + std::to_string(g.w) + ")";
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "literal" + string.
+  std::string s(1, '(');
+  s += std::to_string(g.t);
+  s += ", ";
+  s += std::to_string(g.h);
+  s += ", ";
+  s += std::to_string(g.w);
+  s += ')';
+  return s;
 }
 
 }  // namespace
