@@ -17,6 +17,7 @@
 #include "deltagen/error.h"
 #include "models/build.h"
 #include "runtime/generation.h"
+#include "runtime/snapshot.h"
 #include "runtime_fixtures.h"
 #include "synth/synth.h"
 #include "test_util.h"
@@ -194,6 +195,27 @@ TEST(SpeculativeGolden, TheStateAfterwardsIsThePlainLoops) {
   const GenerationResult a2 = generate_rows(plain, std::vector<Ids>{next}, po, nullptr, {}).at(0);
   const GenerationResult b2 = generate_rows(spec, std::vector<Ids>{next}, so, nullptr, {}).at(0);
   EXPECT_EQ(a2.generated_ids, b2.generated_ids);
+}
+
+// A state saved and restored (snapshot bytes, as a --save-state file or the
+// prompt cache holds them) speculates into the plain loop's tokens.
+TEST(SpeculativeGolden, AfterASnapshotRestoreIsThePlainLoop) {
+  Model& model = test::golden_runtime_model();
+  const Ids p = test::golden_prompt_ids();
+  Generator plain(model, 1, 96), restored(model, 1, 96);
+  const GenerationResult first = generate_rows(plain, std::vector<Ids>{concat({p, p})}, options(1), nullptr, {}).at(0);
+  const Ids pending = first.generated_ids;
+  const StateSnapshot saved =
+      parse_snapshot(serialize_snapshot(capture_row(plain.state(), 0, model.vocab_size(), pending)), "test");
+  restore_row(restored.state(), 0, model.vocab_size(), saved);
+  ASSERT_EQ(restored.state().tokens(0), plain.state().tokens(0));
+  const Ids next = concat({pending, p});  // the pending token, then the prompt once more
+  const GenerationResult want = generate_rows(plain, std::vector<Ids>{next}, options(20), nullptr, {}).at(0);
+  const GenerationResult got =
+      generate_rows(restored, std::vector<Ids>{next}, options(20, SpeculativeMethod::Ngram, 3), nullptr, {}).at(0);
+  EXPECT_EQ(got.generated_ids, want.generated_ids);
+  EXPECT_LE(test::max_abs_diff(got.logits, want.logits), 1e-4);
+  EXPECT_GT(got.verify_runs, 0);
 }
 
 // With accept_every_draft (the bench's ceiling) every guess stands: a round

@@ -62,6 +62,7 @@ ChatCliFlags parse_chat_cli_flags(int argc, char** argv) {
   defaults.sampling = load_genai_config(fs::path(f.model_dir) / "genai_config.json").sampling;
   f.options = parse_generation_flags(args, defaults);
   f.engine = parse_engine_flags(args);
+  f.engine.idle_threads_sleep = f.options.speculative.method == SpeculativeMethod::Mtp;  // two sessions take turns
   const ChatFlags chat = parse_chat_flags(args, false);
   f.chat.system_prompt = chat.system_prompt;
   f.chat.thinking = chat.thinking;

@@ -154,6 +154,7 @@ GenerateFlags parse_generate_flags(int argc, char** argv) {
   const bool save_state = args.has("save-state");
   f.options = parse_generation_flags(args, defaults, save_state ? 0 : 1);
   f.engine = parse_engine_flags(args);
+  f.engine.idle_threads_sleep = f.options.speculative.method == SpeculativeMethod::Mtp;  // two sessions take turns
   f.logits_out = args.get_or("logits-out", "");
   f.save_state = args.get_or("save-state", "");
   f.load_state = args.get_or("load-state", "");

@@ -76,6 +76,7 @@ int cmd_serve(int argc, char** argv) {
   if (auto method = args.get("speculative")) s.speculative.method = parse_speculative_method(*method);
   s.speculative.draft_tokens = args.get_int("draft-tokens", s.speculative.draft_tokens);
   validate_speculative(s.speculative);
+  engine_options.idle_threads_sleep = s.speculative.method == SpeculativeMethod::Mtp;  // two sessions take turns
   const std::string load_state = args.get_or("load-state", "");
   const std::string template_file = args.get_or("chat-template", "");
   const std::string alias = args.get_or("alias", "");
