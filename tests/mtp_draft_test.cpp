@@ -127,8 +127,6 @@ TEST(MtpDraft, TheGuessesAreTheReferenceHeads) {
   EXPECT_TRUE(drafter.draft(0, context, 2).empty());  // no position ran since: nothing new to guess from
 }
 
-GenerationOptions options(int64_t new_tokens, SpeculativeMethod method, int64_t k);
-
 // The same through the loop, with rounds whose guesses all stand (the
 // bench's ceiling switch keeps them): each round, the head must have taken
 // the verify run's hidden states of every kept position. Round r's guesses
@@ -138,7 +136,7 @@ TEST(MtpDraft, AfterRoundsThatKeepEveryGuessTheGuessesAreTheReferenceHeads) {
   const ReferenceModel ref(*ck);
   auto model = Model::load(built().fp32, {.intra_op_threads = 1});
   Generator gen(*model, 1, 64);
-  GenerationOptions o = options(13, SpeculativeMethod::Mtp, 3);
+  GenerationOptions o = test::speculative_options(13, SpeculativeMethod::Mtp, 3);
   o.speculative.accept_every_draft = true;
   const Ids prompt = {5, 17, 300, 42, 7, 99, 123, 256};
   const GenerationResult r = generate_rows(gen, std::vector<Ids>{prompt}, o, nullptr, {}).at(0);
@@ -157,16 +155,6 @@ TEST(MtpDraft, AfterRoundsThatKeepEveryGuessTheGuessesAreTheReferenceHeads) {
     const Matrix64 logits = ref.mtp_forward(Ids(context.begin() + 1, context.end()), hidden, ms);
     EXPECT_TRUE(is_argmax(logits.row(logits.rows - 1), vocab, r.generated_ids[4 * round + 1], 1e-3));
   }
-}
-
-GenerationOptions options(int64_t new_tokens, SpeculativeMethod method, int64_t k) {
-  GenerationOptions o;
-  o.max_new_tokens = new_tokens;
-  o.stop_at_eos = false;
-  o.collect_logits = true;
-  o.speculative.method = method;
-  o.speculative.draft_tokens = k;
-  return o;
 }
 
 // Whatever the head guesses (a synthetic head agrees with the synthetic
@@ -188,7 +176,7 @@ TEST(MtpDraft, TheLoopIsThePlainLoop) {
     auto model = Model::load(c.dir, ro);
     for (bool sampled : {false, true}) {
       SCOPED_TRACE(c.dir.filename().string() + " " + kernel_set_name(c.set) + (sampled ? " sampled" : " greedy"));
-      GenerationOptions plain = options(20, SpeculativeMethod::None, 3);
+      GenerationOptions plain = test::speculative_options(20);
       if (sampled) {
         plain.sampling.temperature = 0.8;
         plain.sampling.seed = 7;
@@ -271,7 +259,7 @@ TEST(MtpDraft, AModelWithoutAHeadOrAHeadOfAnotherModelIsNamed) {
   build_model(*ck, o, tmp / "no-head");
   auto plain = Model::load(tmp / "no-head", {.intra_op_threads = 1});
   Generator gen(*plain, 1, 32);
-  const GenerationOptions spec = options(4, SpeculativeMethod::Mtp, 2);
+  const GenerationOptions spec = test::speculative_options(4, SpeculativeMethod::Mtp, 2);
   test::expect_error([&] { generate_rows(gen, std::vector<Ids>{{1, 2, 3}}, spec, nullptr, {}); },
                      "has no multi-token-prediction head (mtp.onnx)");
 

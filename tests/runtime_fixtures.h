@@ -35,6 +35,19 @@ inline const fs::path& golden_model_dir() {
   return model;
 }
 
+// A request for the speculation tests: `new_tokens` without EOS stops, every
+// row's logits kept, and k guesses per round with `method`.
+inline GenerationOptions speculative_options(int64_t new_tokens, SpeculativeMethod method = SpeculativeMethod::None,
+                                             int64_t k = 3) {
+  GenerationOptions o;
+  o.max_new_tokens = new_tokens;
+  o.stop_at_eos = false;
+  o.collect_logits = true;
+  o.speculative.method = method;
+  o.speculative.draft_tokens = k;
+  return o;
+}
+
 inline Model& golden_runtime_model() {
   static std::unique_ptr<Model> model = Model::load(golden_model_dir(), RuntimeOptions{.intra_op_threads = 1});
   return *model;

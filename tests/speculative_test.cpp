@@ -29,13 +29,7 @@ namespace fs = std::filesystem;
 using Ids = std::vector<int64_t>;
 
 GenerationOptions options(int64_t new_tokens, SpeculativeMethod method = SpeculativeMethod::None, int64_t k = 3) {
-  GenerationOptions o;
-  o.max_new_tokens = new_tokens;
-  o.stop_at_eos = false;
-  o.collect_logits = true;
-  o.speculative.method = method;
-  o.speculative.draft_tokens = k;
-  return o;
+  return test::speculative_options(new_tokens, method, k);
 }
 
 std::vector<GenerationResult> run(Model& model, const std::vector<Ids>& feeds, const GenerationOptions& o,
