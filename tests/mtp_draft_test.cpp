@@ -32,9 +32,10 @@ namespace {
 namespace fs = std::filesystem;
 using Ids = std::vector<int64_t>;
 
-// The tiny preset (the golden shapes), untied, with a head, written in fp32.
-fs::path write_checkpoint(const fs::path& dir, int64_t hidden_size = 0) {
-  ModelConfig c = synth_preset("tiny");
+// The tiny preset (the golden shapes; "tiny-moe": experts), untied, with a
+// head, written in fp32.
+fs::path write_checkpoint(const fs::path& dir, int64_t hidden_size = 0, const char* preset = "tiny") {
+  ModelConfig c = synth_preset(preset);
   c.tie_word_embeddings = false;
   c.mtp_num_hidden_layers = 1;
   if (hidden_size > 0) c.hidden_size = hidden_size;
@@ -48,6 +49,7 @@ fs::path write_checkpoint(const fs::path& dir, int64_t hidden_size = 0) {
 struct Built {
   test::TempDir tmp;
   fs::path checkpoint, fp32, int4;
+  fs::path moe_checkpoint, moe_fp32;  // a MoE model: its head's MLP is a MoE MLP
 };
 
 const Built& built() {
@@ -63,6 +65,9 @@ const Built& built() {
     std::ofstream(out.fp32 / "tokenizer_config.json") << test::tiny_tokenizer_config_json();
     o.precision = Precision::Int4;
     build_model(*ck, o, out.int4 = out.tmp / "int4");
+    out.moe_checkpoint = write_checkpoint(out.tmp / "moe-ck", 0, "tiny-moe");
+    o.precision = Precision::Fp32;
+    build_model(*Checkpoint::open(out.moe_checkpoint), o, out.moe_fp32 = out.tmp / "moe-fp32");
     return out;
   }();
   return b;
@@ -76,11 +81,15 @@ bool is_argmax(const double* row, int64_t vocab, int64_t token, double tolerance
 // The drafter's guesses against ReferenceModel::mtp_forward: a prompt's slots
 // and two chained guesses; then, after two more decoder positions, a second
 // round, whose reference is a fresh head over every slot: so the chained
-// entries of round one must have been dropped from the head's cache.
-TEST(MtpDraft, TheGuessesAreTheReferenceHeads) {
-  auto ck = Checkpoint::open(built().checkpoint);
+// entries of round one must have been dropped from the head's cache. Dense
+// and MoE.
+class MtpDraftBoth : public ::testing::TestWithParam<bool> {};
+
+TEST_P(MtpDraftBoth, TheGuessesAreTheReferenceHeads) {
+  const bool moe = GetParam();
+  auto ck = Checkpoint::open(moe ? built().moe_checkpoint : built().checkpoint);
   const ReferenceModel ref(*ck);
-  auto model = Model::load(built().fp32, {.intra_op_threads = 1});
+  auto model = Model::load(moe ? built().moe_fp32 : built().fp32, {.intra_op_threads = 1});
   Generator gen(*model, 1, 64);
   const size_t hidden_output = gen.fetch_output(MtpDrafter::kDecoderHidden);
   MtpDrafter drafter(*model, 1, 64);
@@ -127,6 +136,9 @@ TEST(MtpDraft, TheGuessesAreTheReferenceHeads) {
   EXPECT_TRUE(drafter.draft(0, context, 2).empty());  // no position ran since: nothing new to guess from
 }
 
+INSTANTIATE_TEST_SUITE_P(MtpDraft, MtpDraftBoth, ::testing::Values(false, true),
+                         [](const auto& info) { return std::string(info.param ? "moe" : "dense"); });
+
 // The same through the loop, with rounds whose guesses all stand (the
 // bench's ceiling switch keeps them): each round, the head must have taken
 // the verify run's hidden states of every kept position. Round r's guesses
@@ -159,7 +171,7 @@ TEST(MtpDraft, AfterRoundsThatKeepEveryGuessTheGuessesAreTheReferenceHeads) {
 
 // Whatever the head guesses (a synthetic head agrees with the synthetic
 // model only by chance), the tokens are the plain loop's, fp32 and int4 on
-// both kernel sets, batch rows and chunked prompts, greedy and sampled.
+// both kernel sets, a MoE model, batch rows and chunked prompts, greedy and sampled.
 TEST(MtpDraft, TheLoopIsThePlainLoop) {
   const std::vector<Ids> feeds = {{5, 17, 300, 42, 7, 99, 123, 256}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}};
   struct Case {
@@ -170,7 +182,7 @@ TEST(MtpDraft, TheLoopIsThePlainLoop) {
   // int4: a verify run's rows take the multi-row path (int8 activations
   // blocked differently): logits within 2e-2, the same tokens.
   for (const Case& c : {Case{built().fp32, KernelSet::Ort, 1e-4}, Case{built().int4, KernelSet::Deltagen, 2e-2},
-                        Case{built().int4, KernelSet::Ort, 2e-2}}) {
+                        Case{built().int4, KernelSet::Ort, 2e-2}, Case{built().moe_fp32, KernelSet::Deltagen, 1e-4}}) {
     RuntimeOptions ro{.intra_op_threads = 1};
     ro.kernels.set = c.set;
     auto model = Model::load(c.dir, ro);

@@ -230,9 +230,23 @@ BuildOptions fp32_options() {
 // fp32: the decoder's hidden_states output is the reference's hidden after
 // the final norm, and mtp.onnx's logits and hidden_states_out are the
 // reference head's, for a whole prompt's slots and then one chained draft.
-TEST(MtpBuild, TheHeadMatchesTheReferenceInFp32) {
+// Dense, and MoE (the head's MLP is a MoE MLP, experts fused or per expert).
+class MtpBuildBoth : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MtpBuildBoth, TheHeadMatchesTheReferenceInFp32) {
   TempDir tmp;
-  auto ck = Checkpoint::open(write_tiny(tmp / "ck", tiny_with_head()));
+  ModelConfig c = tiny_with_head();
+  SynthOptions so;
+  so.seed = 5;
+  so.dtype = DType::F32;
+  if (GetParam() != "dense") {
+    c = synth_preset("tiny-moe");
+    c.mtp_num_hidden_layers = 1;
+    so.expert_layout = GetParam() == "moe-per-expert" ? ExpertLayout::PerExpert : ExpertLayout::Fused;
+  }
+  write_synthetic_checkpoint(c, so, tmp / "ck");
+  auto ck = Checkpoint::open(tmp / "ck");
+  ASSERT_TRUE(ck->has_mtp());
   build_model(*ck, fp32_options(), tmp / "model");
   ASSERT_TRUE(fs::exists(tmp / "model" / "mtp.onnx"));
   const auto genai = nlohmann::json::parse(test::read_text(tmp / "model" / "genai_config.json"));
@@ -280,23 +294,35 @@ TEST(MtpBuild, TheHeadMatchesTheReferenceInFp32) {
   for (int64_t v = 0; v < V; ++v) ASSERT_NEAR(got2[size_t(v)], want2.row(0)[v], 1e-4) << v;
 }
 
+INSTANTIATE_TEST_SUITE_P(MtpBuild, MtpBuildBoth, ::testing::Values("dense", "moe", "moe-per-expert"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
 // Every precision builds a head ORT runs (int4 on deltagen's MatMulNBits
 // kernels when the runtime loads it); --no-mtp leaves it and the decoder's
-// hidden_states out; a MoE checkpoint's head is not built yet.
+// hidden_states out. A MoE checkpoint's head (quantized experts: QMoE) too.
 TEST(MtpBuild, EveryPrecisionAndTheSwitches) {
   TempDir tmp;
+  ModelConfig moe = synth_preset("tiny-moe");
+  moe.mtp_num_hidden_layers = 1;
+  auto moe_ck = Checkpoint::open(write_tiny(tmp / "moe-ck", moe));
   auto ck = Checkpoint::open(write_tiny(tmp / "ck", tiny_with_head()));
-  for (Precision p : {Precision::Fp16, Precision::Int4, Precision::Int8}) {
-    BuildOptions o = fp32_options();
-    o.precision = p;
-    const fs::path out = tmp / precision_name(p);
-    build_model(*ck, o, out);
-    test::StepRunner head(out / "mtp.onnx");
-    const int64_t H = ck->config().hidden_size;
-    const std::vector<float> logits = head.step({1, 2, 3}, std::vector<float>(size_t(3 * H), 0.5f));
-    ASSERT_EQ(logits.size(), size_t(ck->config().vocab_size)) << precision_name(p);  // the last slot's
-    for (float x : logits) ASSERT_TRUE(std::isfinite(x)) << precision_name(p);
-  }
+  for (const Checkpoint* c : {ck.get(), moe_ck.get()})
+    for (Precision p : {Precision::Fp16, Precision::Int4, Precision::Int8}) {
+      const std::string what = std::string(c->config().is_moe() ? "moe " : "dense ") + precision_name(p);
+      BuildOptions o = fp32_options();
+      o.precision = p;
+      const fs::path out = tmp / (c->config().is_moe() ? "moe" : "dense") / precision_name(p);
+      build_model(*c, o, out);
+      test::StepRunner head(out / "mtp.onnx");
+      const int64_t H = c->config().hidden_size;
+      const std::vector<float> logits = head.step({1, 2, 3}, std::vector<float>(size_t(3 * H), 0.5f));
+      ASSERT_EQ(logits.size(), size_t(c->config().vocab_size)) << what;  // the last slot's
+      for (float x : logits) ASSERT_TRUE(std::isfinite(x)) << what;
+    }
   BuildOptions off = fp32_options();
   off.mtp = false;
   build_model(*ck, off, tmp / "off");

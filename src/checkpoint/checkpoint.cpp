@@ -249,9 +249,13 @@ const TensorInfo& Checkpoint::info(const std::string& name) const {
 
 ExpertMatrix Checkpoint::expert_matrix(int64_t layer, int64_t e, ExpertPart part) const {
   const ModelConfig& c = config_;
-  if (!c.is_moe() || e < 0 || e >= c.num_experts || layer < 0 || layer >= c.num_hidden_layers)
+  // Layers past the model's are the MTP head's (layer num_hidden_layers + j = mtp.layers.j).
+  const int64_t head_layers = has_mtp_ ? c.mtp_num_hidden_layers : 0;
+  if (!c.is_moe() || e < 0 || e >= c.num_experts || layer < 0 || layer >= c.num_hidden_layers + head_layers)
     fail(dir_.string(), "no expert " + std::to_string(e) + " in layer " + std::to_string(layer));
-  const std::string m = "layers." + std::to_string(layer) + ".mlp.experts.";
+  const std::string m = (layer < c.num_hidden_layers ? "layers." + std::to_string(layer)
+                                                     : "mtp.layers." + std::to_string(layer - c.num_hidden_layers)) +
+                        ".mlp.experts.";
   const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
   ExpertMatrix x;
   if (expert_layout_ == ExpertLayout::PerExpert) {

@@ -83,7 +83,8 @@ class Checkpoint {
   std::vector<float> load_f32(const std::string& name) const;
   std::vector<double> load_f64(const std::string& name) const;
 
-  // MoE only: how the routed experts are stored, and expert `e`'s `part` in layer `layer`.
+  // MoE only: how the routed experts are stored, and expert `e`'s `part` in
+  // layer `layer` (num_hidden_layers + j: the MTP head's layer j).
   ExpertLayout expert_layout() const { return expert_layout_; }
   ExpertMatrix expert_matrix(int64_t layer, int64_t e, ExpertPart part) const;
 

@@ -54,7 +54,7 @@ void Graph::build_mtp() {
   const std::string mixed = full_attention(layer, normed);
   auto [post_normed, sum] = skip_norm(layer_path(layer) + "/post_attention_layernorm/SkipLayerNorm", mixed, x,
                                       ckpt_layer(layer) + "post_attention_layernorm.weight");
-  const std::string mlp_out = mlp(layer, post_normed);
+  const std::string mlp_out = cfg_.is_moe() ? moe(layer, post_normed) : mlp(layer, post_normed);
   auto [hidden_out, unused] = skip_norm("/mtp/norm/SkipLayerNorm", mlp_out, sum, "mtp.norm.weight", false,
                                         io::kMtpHiddenOut);
   (void)unused;
@@ -70,8 +70,7 @@ void Graph::build_mtp() {
 }  // namespace qwen35
 
 bool builds_mtp_head(const Checkpoint& ckpt, const BuildOptions& opts) {
-  // A MoE model's head (a MoE MLP) is not built yet: its build has no mtp.onnx.
-  return opts.mtp && ckpt.has_mtp() && !ckpt.config().is_moe() && ckpt.config().mtp_num_hidden_layers == 1;
+  return opts.mtp && ckpt.has_mtp() && ckpt.config().mtp_num_hidden_layers == 1;
 }
 
 void build_qwen35_mtp_graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length,

@@ -114,10 +114,10 @@ ReferenceModel::ExpertWeights ReferenceModel::load_swiglu(const Checkpoint& ck, 
   return w;
 }
 
-ReferenceModel::MoeWeights ReferenceModel::load_moe(const Checkpoint& ck, int64_t layer) const {
+ReferenceModel::MoeWeights ReferenceModel::load_moe(const Checkpoint& ck, const std::string& p, int64_t layer) const {
   const ModelConfig& c = cfg_;
   const int64_t H = c.hidden_size;
-  const std::string m = "layers." + std::to_string(layer) + ".mlp.";
+  const std::string m = p + "mlp.";
   MoeWeights w;
   w.router = load_matrix(ck, m + "gate.weight", c.num_experts, H);
   for (int64_t e = 0; e < c.num_experts; ++e)
@@ -161,7 +161,7 @@ ReferenceModel::LayerWeights ReferenceModel::load_layer(const Checkpoint& ck, co
     w.lin.norm = load_vector(ck, l + "norm.weight", c.linear_value_head_dim);
     w.lin.out_proj = load_matrix(ck, l + "out_proj.weight", H, c.linear_value_dim());
   }
-  if (c.is_moe()) w.moe = load_moe(ck, moe_layer);
+  if (c.is_moe()) w.moe = load_moe(ck, p, moe_layer);
   else w.mlp = load_swiglu(ck, p + "mlp.", c.intermediate_size, H);
   return w;
 }
@@ -183,13 +183,13 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
   lm_head_name_ = ck.lm_head_name();
   if (lm_head_name_ != "embed_tokens.weight") lm_head_ = load_matrix(ck, lm_head_name_, c.vocab_size, H);
 
-  if (ck.has_mtp() && !c.is_moe()) {  // a MoE model's head (a MoE MLP) is not in the reference yet
+  if (ck.has_mtp()) {  // a MoE model's head has a MoE MLP, like its layers
     MtpWeights m;
     m.fc = load_matrix(ck, "mtp.fc.weight", H, 2 * H);
     m.norm_embedding = load_vector(ck, "mtp.pre_fc_norm_embedding.weight", H);
     m.norm_hidden = load_vector(ck, "mtp.pre_fc_norm_hidden.weight", H);
     for (int64_t i = 0; i < c.mtp_num_hidden_layers; ++i)
-      m.layers.push_back(load_layer(ck, "mtp.layers." + std::to_string(i) + ".", /*full=*/true, -1));
+      m.layers.push_back(load_layer(ck, "mtp.layers." + std::to_string(i) + ".", /*full=*/true, c.num_hidden_layers + i));
     m.norm = load_vector(ck, "mtp.norm.weight", H);
     mtp_ = std::move(m);
   }

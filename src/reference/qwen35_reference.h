@@ -221,7 +221,8 @@ class ReferenceModel {
   void run_layer(const LayerWeights& w, Matrix64& h, const MropePositions& pos, KvCache* kv, DeltaNetState* deltanet,
                  const LinearInputObserver* observe, RouterTrace* routing) const;
   static ExpertWeights load_swiglu(const Checkpoint& ck, const std::string& prefix, int64_t I, int64_t H);
-  MoeWeights load_moe(const Checkpoint& ck, int64_t layer) const;
+  // p: the layer's tensor prefix; layer: its index for Checkpoint::expert_matrix.
+  MoeWeights load_moe(const Checkpoint& ck, const std::string& p, int64_t layer) const;
   Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, const MropePositions& pos, KvCache& cache,
                           const LinearInputObserver* observe) const;
   void run_layers_at(int64_t first, Matrix64& h, ReferenceState& state, const MropePositions& pos,
