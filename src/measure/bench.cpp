@@ -71,12 +71,10 @@ class Bench {
     const double t0 = now_seconds();
     // The MTP head's session takes turns with the decoder's: as in generate,
     // the decoder's threads sleep between runs (EngineOptions::idle_threads_sleep).
-    SessionConfig config = session_config;
     using M = BenchSpeculation::Method;
-    if (speculation.method == M::Mtp || speculation.method == M::MtpCeiling)
-      config.emplace_back("session.intra_op.allow_spinning", "0");
-    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels,
-                                             .ep = ep, .session_config = config});
+    const bool head = speculation.method == M::Mtp || speculation.method == M::MtpCeiling;
+    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels, .ep = ep,
+                                             .session_config = session_config, .idle_threads_sleep = head});
     info_.ep = execution_provider_name(model_->ep());
     info_.label = model_label(dir);
     // What ran it: deltagen's or ORT's CPU kernels, or a device provider.

@@ -52,9 +52,8 @@ Engine::~Engine() = default;
 std::shared_ptr<Engine> Engine::load(const fs::path& model_dir, const EngineOptions& options) {
   if (options.threads < 0) fail("threads", "must not be negative");
   auto impl = std::make_unique<Impl>();
-  RuntimeOptions runtime{.intra_op_threads = options.threads, .kernels = options.kernels, .ep = options.ep};
-  if (options.idle_threads_sleep) runtime.session_config.emplace_back("session.intra_op.allow_spinning", "0");
-  impl->model = Model::load(model_dir, runtime);
+  impl->model = Model::load(model_dir, RuntimeOptions{.intra_op_threads = options.threads, .kernels = options.kernels,
+                                                     .ep = options.ep, .idle_threads_sleep = options.idle_threads_sleep});
   const int64_t context = impl->model->config().context_length;
   if (options.max_length < 0) fail("max length", "must not be negative");
   if (options.max_length > 0 && context > 0 && options.max_length > context)

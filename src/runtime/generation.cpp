@@ -237,16 +237,13 @@ class BatchLoop {
   }
 
   // The guesses for row b's next tokens (after its chosen, not yet run
-  // token); empty = a plain step. No more than the request and the row's
-  // maximum length leave room for: a verify run feeds 1 + k tokens and can
-  // choose 1 + k.
+  // token); empty = a plain step.
   std::vector<int64_t> draft_for(int64_t b) {
     if (!spec_.active()) return {};
     RowRun& r = rows_[size_t(b)];
-    const int64_t room = std::min(options_.max_new_tokens - int64_t(r.result.generated_ids.size()),
-                                  g_.max_length() - g_.state().length(b)) - 1;
     double seconds = 0;
-    std::vector<int64_t> guesses = spec_.draft(b, r.next_token, room, &seconds);
+    std::vector<int64_t> guesses =
+        spec_.draft(b, r.next_token, options_.max_new_tokens - int64_t(r.result.generated_ids.size()), &seconds);
     r.result.draft_seconds += seconds;
     r.result.decode_seconds += seconds;
     return guesses;

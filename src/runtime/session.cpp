@@ -308,6 +308,7 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
   if (ep != ExecutionProvider::Cpu) kernels.set = KernelSet::Ort;
   for (const auto& [key, value] : kernel_session_config(kernels))
     session_options.AddConfigEntry(key.c_str(), value.c_str());
+  if (options.idle_threads_sleep) make_idle_threads_sleep(session_options);
   for (const auto& [key, value] : options.session_config) session_options.AddConfigEntry(key.c_str(), value.c_str());
   // DELTAGEN_ORT_PROFILE=PREFIX writes ONNX Runtime's per-node profile
   // (PREFIX_<date>.json, Chrome trace events: "Node" events carry args.op_name
@@ -347,6 +348,10 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RuntimeOptions& op
     if (!why.empty()) fail(std::string("execution provider ") + execution_provider_name(ep), why);
     fail(model_path.string(), "ONNX Runtime cannot load it: " + ort_error_line(e));
   }
+}
+
+void Model::make_idle_threads_sleep(Ort::SessionOptions& options) {
+  options.AddConfigEntry("session.intra_op.allow_spinning", "0");
 }
 
 std::string Model::end_profiling() {

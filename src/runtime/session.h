@@ -79,6 +79,9 @@ struct RuntimeOptions {
   // More session config entries (key, value), added after the kernels' own:
   // any ONNX Runtime setting; `bench --session-config` A/B-tests them.
   SessionConfig session_config;
+  // The intra-op threads sleep once a run is over instead of spinning for the
+  // next (EngineOptions::idle_threads_sleep says when that wins).
+  bool idle_threads_sleep = false;
   // Non-empty: ONNX Runtime's profiler records every run of the session into
   // PREFIX_<date>.json (Chrome trace events); Model::end_profiling() closes it.
   // DELTAGEN_ORT_PROFILE=PREFIX does the same for any command.
@@ -135,7 +138,6 @@ class Model {
   // loaded on first use. Throws Error naming the model folder when it has no
   // head, or the file when it does not load.
   Ort::Session& mtp_session();
-  bool has_mtp() const { return config_.has_mtp(); }
   int64_t hidden_size() const { return hidden_size_; }  // from embedding.onnx; 0 for a text model
   // How many nodes (MatMulNBits, CausalConvWithState) run on deltagen's kernels.
   int64_t fast_kernel_nodes() const { return fast_kernel_nodes_; }
@@ -149,6 +151,7 @@ class Model {
   // vision.onnx, mtp.onnx) take the decoder's options; fast_kernels: their
   // int4 MatMulNBits on deltagen's kernels.
   void load_side_models(const Ort::SessionOptions& options, bool fast_kernels);
+  static void make_idle_threads_sleep(Ort::SessionOptions& options);
 
   std::filesystem::path dir_;
   GenaiConfig config_;

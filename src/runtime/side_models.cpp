@@ -91,7 +91,7 @@ Ort::Session& Model::mtp_session() {
     // cores from the decoder's next run (measured: a round of 3 guesses and
     // their check took 64 ms spinning, against 41 ms).
     Ort::SessionOptions options = side_options_.Clone();
-    options.AddConfigEntry("session.intra_op.allow_spinning", "0");
+    make_idle_threads_sleep(options);
     mtp_ = open_session(dir_ / config_.mtp_filename, options, side_fast_kernels_);
   }
   return *mtp_;

@@ -291,14 +291,11 @@ class Scheduler::Worker {
     }
   }
 
-  // A sequence's guesses (none without speculation): no more than its
-  // max_tokens and the row's maximum length leave room for.
+  // A sequence's guesses (none without speculation).
   std::vector<int64_t> draft_for(const Sequence& s) {
     if (!spec_.active()) return {};
-    const int64_t room = std::min(s.request.options.max_new_tokens - int64_t(s.generated.size()),
-                                  generator_.max_length() - generator_.state().length(s.row)) - 1;
     try {
-      return spec_.draft(s.row, s.next_token, room);
+      return spec_.draft(s.row, s.next_token, s.request.options.max_new_tokens - int64_t(s.generated.size()));
     } catch (const Error&) {
       return {};  // a drafter that fails costs the guesses, not the request
     }

@@ -1,13 +1,11 @@
 #include "speculative/mtp_draft.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <string>
 
 #include "deltagen/error.h"
 #include "runtime/tensor.h"
-#include "util/half.h"
 
 namespace deltagen {
 
@@ -50,8 +48,7 @@ int64_t argmax(const Ort::Value& logits, size_t begin, size_t count) {
 }  // namespace
 
 MtpDrafter::MtpDrafter(Model& model, int64_t batch, int64_t max_length)
-    : model_(model),
-      head_(model.mtp_session()),
+    : head_(model.mtp_session()),
       max_length_(max_length),
       rows_(size_t(batch)),
       cpu_(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)) {
@@ -97,7 +94,7 @@ Ort::Value MtpDrafter::kv_view(std::vector<std::byte>& bytes) {
 void MtpDrafter::reset_row(int64_t row) {
   Row& r = rows_.at(size_t(row));
   r.start = -1;
-  r.slots = r.pending_rows = 0;
+  r.slots = 0;
   r.pending.clear();
 }
 
@@ -109,21 +106,20 @@ void MtpDrafter::move_row(int64_t from, int64_t to) {
 
 void MtpDrafter::observe(int64_t row, int64_t position, const std::byte* hidden, int64_t rows) {
   Row& r = rows_.at(size_t(row));
-  const int64_t kept_end = r.start + r.slots + r.pending_rows;
-  if (r.start < 0 || position < r.start || position > kept_end) {
+  int64_t kept_pending = pending_rows(r);  // the pending rows kept: those before `position`
+  if (r.start < 0 || position < r.start || position > r.start + r.slots + kept_pending) {
     // Nothing kept connects to this run: the cache starts over from it.
     r.start = position;
     r.slots = 0;
-    r.pending_rows = 0;
+    kept_pending = 0;
   } else if (position < r.start + r.slots) {  // rolled back into the head's cache
     r.slots = position - r.start;
-    r.pending_rows = 0;
+    kept_pending = 0;
   } else {
-    r.pending_rows = position - (r.start + r.slots);
+    kept_pending = position - (r.start + r.slots);
   }
-  r.pending.resize(size_t(r.pending_rows) * hidden_row_bytes_);
+  r.pending.resize(size_t(kept_pending) * hidden_row_bytes_);
   r.pending.insert(r.pending.end(), hidden, hidden + size_t(rows) * hidden_row_bytes_);
-  r.pending_rows += rows;
 }
 
 int64_t MtpDrafter::run_head(Row& r, std::span<const int64_t> ids, const std::byte* hidden, int64_t position,
@@ -157,7 +153,6 @@ int64_t MtpDrafter::run_head(Row& r, std::span<const int64_t> ids, const std::by
   } catch (const Ort::Exception& e) {
     fail("mtp head run", ort_error_line(e));
   }
-  ++head_runs_;
   const std::vector<std::string> names = binding.GetOutputNames();
   std::vector<Ort::Value> values = binding.GetOutputValues();
   const Ort::Value* logits = nullptr;
@@ -177,12 +172,13 @@ int64_t MtpDrafter::run_head(Row& r, std::span<const int64_t> ids, const std::by
 std::vector<int64_t> MtpDrafter::draft(int64_t row, std::span<const int64_t> context, int64_t k) {
   Row& r = rows_.at(size_t(row));
   const int64_t n = int64_t(context.size()) - 1;  // positions run; context[n] is the chosen token
-  if (k < 1 || r.pending_rows == 0 || r.start + r.slots + r.pending_rows != n) return {};
+  const int64_t pending = pending_rows(r);
+  if (k < 1 || pending == 0 || r.start + r.slots + pending != n) return {};
 
   // 1. The new slots, a bounded number per run; the last one guesses t_{n+1}.
   int64_t guess = -1;
-  for (int64_t done = 0; done < r.pending_rows;) {
-    const int64_t count = std::min(kMaxSlotsPerRun, r.pending_rows - done);
+  for (int64_t done = 0; done < pending;) {
+    const int64_t count = std::min(kMaxSlotsPerRun, pending - done);
     const int64_t position = r.start + r.slots;  // slot p reads token p + 1
     guess = run_head(r, context.subspan(size_t(position + 1), size_t(count)),
                      r.pending.data() + size_t(done) * hidden_row_bytes_, position, r.slots);
@@ -190,15 +186,15 @@ std::vector<int64_t> MtpDrafter::draft(int64_t row, std::span<const int64_t> con
     done += count;
   }
   r.pending.clear();
-  r.pending_rows = 0;
 
   // 2. Chained guesses on the head's own hidden state, one position on each;
-  //    their cache entries (from index r.slots) are provisional.
+  //    their cache entries (from index r.slots) are provisional. (run_head
+  //    copies its hidden input before it overwrites last_hidden_.)
   std::vector<int64_t> guesses = {guess};
   for (int64_t j = 1; j < k; ++j) {
-    const std::vector<std::byte> hidden = last_hidden_;
     const int64_t token = guesses.back();
-    guesses.push_back(run_head(r, std::span<const int64_t>(&token, 1), hidden.data(), n + j - 1, r.slots + j - 1));
+    guesses.push_back(
+        run_head(r, std::span<const int64_t>(&token, 1), last_hidden_.data(), n + j - 1, r.slots + j - 1));
   }
   return guesses;
 }

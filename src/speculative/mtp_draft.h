@@ -62,14 +62,12 @@ class MtpDrafter {
   void move_row(int64_t from, int64_t to);
 
   size_t hidden_row_bytes() const { return hidden_row_bytes_; }
-  int64_t head_runs() const { return head_runs_; }
 
  private:
   struct Row {
     int64_t start = -1;  // main position of slot 0; -1 = nothing observed yet
     int64_t slots = 0;   // slots in the head's cache (from the decoder's hidden states)
     std::vector<std::byte> pending;  // hidden states of positions start + slots ... not yet run
-    int64_t pending_rows = 0;
     std::vector<std::byte> key, value;  // [1, kv_heads, capacity, head_dim], allocated on first use
   };
 
@@ -78,8 +76,8 @@ class MtpDrafter {
   // hidden_states_out row in last_hidden_.
   int64_t run_head(Row& r, std::span<const int64_t> ids, const std::byte* hidden, int64_t position, int64_t past);
   Ort::Value kv_view(std::vector<std::byte>& bytes);
+  int64_t pending_rows(const Row& r) const { return int64_t(r.pending.size() / hidden_row_bytes_); }
 
-  Model& model_;
   Ort::Session& head_;
   int64_t max_length_;
   int64_t kv_heads_ = 0, head_dim_ = 0;
@@ -91,7 +89,6 @@ class MtpDrafter {
   Ort::MemoryInfo cpu_;
   std::vector<int64_t> ids_, mask_, positions_;
   std::vector<std::byte> hidden_in_, last_hidden_;
-  int64_t head_runs_ = 0;
 };
 
 }  // namespace deltagen

@@ -18,7 +18,8 @@ RowSpeculator::RowSpeculator(Generator& generator, const SpeculativeOptions& opt
   }
 }
 
-std::vector<int64_t> RowSpeculator::draft(int64_t row, int64_t next, int64_t room, double* seconds) {
+std::vector<int64_t> RowSpeculator::draft(int64_t row, int64_t next, int64_t tokens_left, double* seconds) {
+  const int64_t room = std::min(tokens_left, g_.max_length() - g_.state().length(row)) - 1;
   const int64_t k = std::min(options_.draft_tokens, room);
   if (!active() || k < 1) return {};
   const auto start = std::chrono::steady_clock::now();

@@ -28,10 +28,12 @@ class RowSpeculator {
 
   bool active() const { return options_.active(); }
 
-  // Up to `room` (and draft_tokens) guesses for what follows row `row`'s
-  // tokens and its chosen, not yet run token `next`; empty = a plain step.
-  // `seconds` (when given) gets the time spent.
-  std::vector<int64_t> draft(int64_t row, int64_t next, int64_t room, double* seconds = nullptr);
+  // Guesses for what follows row `row`'s tokens and its chosen, not yet run
+  // token `next`; empty = a plain step. At most draft_tokens, and no more
+  // than the request (`tokens_left` to generate, `next` included) and the
+  // row's maximum length leave room for: a verify run feeds 1 + k tokens and
+  // can choose 1 + k. `seconds` (when given) gets the time spent.
+  std::vector<int64_t> draft(int64_t row, int64_t next, int64_t tokens_left, double* seconds = nullptr);
 
   // After a run of the generator that appended `rows` positions to `row`
   // from `position` (row `batch_index` of the run's batch): the MTP head keeps
