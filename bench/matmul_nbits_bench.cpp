@@ -19,6 +19,7 @@
 // Usage: matmul_nbits_bench [--threads 1,2] [--m 1,1000] [--shapes K:N,...]
 //                           [--impl ort,op,kernel] [--min-time 1.0] [--stream-mb 320]
 //                           [--max-level scalar|avx2|avx512|amx] [--amx-min-rows M] [--block-size 32]
+//                           [--avx-vnni 0|1]
 // Run under `flock /tmp/deltagen-bench.lock` on a shared machine.
 #include <algorithm>
 #include <chrono>
@@ -59,6 +60,7 @@ struct Options {
   int64_t stream_mb = 320;
   int block_size = 32;
   std::string max_level;  // cap for the op and kernel columns ("" = best)
+  bool avx_vnni = true;   // --avx-vnni 0: the AVX2 level's tiles without AVX-VNNI
   int64_t amx_min_rows = 0;  // 0 = the kernel's default
 };
 
@@ -94,6 +96,8 @@ Options parse(int argc, char** argv) {
       o.stream_mb = std::stoll(value);
     } else if (flag == "--max-level") {
       o.max_level = value;
+    } else if (flag == "--avx-vnni") {
+      o.avx_vnni = value != "0";
     } else if (flag == "--amx-min-rows") {
       o.amx_min_rows = std::stoll(value);
     } else if (flag == "--block-size") {
@@ -269,6 +273,7 @@ void run_row(const Options& opt, int64_t k, int64_t n, int64_t m, const fs::path
     kernels::MatMulConfig config;
     if (!opt.max_level.empty()) config.level = std::min(config.level, kernels::parse_level(opt.max_level).value());
     if (opt.amx_min_rows > 0) config.amx_min_rows = opt.amx_min_rows;
+    config.avx_vnni = opt.avx_vnni;
     std::vector<std::function<void()>> runners;
     std::vector<Result*> results;
     if (has("ort")) {
@@ -280,6 +285,7 @@ void run_row(const Options& opt, int64_t k, int64_t n, int64_t m, const fs::path
     if (has("op")) {
       Ort::SessionOptions options = session_options(threads);
       if (!opt.max_level.empty()) options.AddConfigEntry(ortext::kConfigMaxLevel, opt.max_level.c_str());
+      if (!opt.avx_vnni) options.AddConfigEntry(ortext::kConfigAvxVnni, "0");
       if (opt.amx_min_rows > 0)
         options.AddConfigEntry(ortext::kConfigAmxMinRows, std::to_string(opt.amx_min_rows).c_str());
       op_session = std::make_unique<BoundSession>(
@@ -326,9 +332,9 @@ void run_row(const Options& opt, int64_t k, int64_t n, int64_t m, const fs::path
 int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   const auto& f = kernels::cpu_features();
-  std::printf("kernel level: %s (avx2 %d, avx512 %d, vnni %d, avx512_bf16 %d, amx_bf16 %d, amx permitted %d)\n",
+  std::printf("kernel level: %s (avx2 %d, avx512 %d, vnni %d, avx512_bf16 %d, amx_bf16 %d, amx permitted %d, avx_vnni %d%s)\n",
               kernels::level_name(kernels::default_level()), f.avx2, f.avx512, f.avx512_vnni, f.avx512_bf16, f.amx_bf16,
-              f.amx_permitted);
+              f.amx_permitted, f.avx_vnni, opt.avx_vnni ? "" : " off");
   std::printf("block_size %d, symmetric, accuracy_level 4; M=1 streams >= %lld MB per pass\n\n", opt.block_size,
               (long long)opt.stream_mb);
   std::printf("| K | N | M | thr | ORT ms | ORT GB/s | ORT GFLOP/s | op ms | op GB/s | op GFLOP/s | kernel ms | kernel GB/s "

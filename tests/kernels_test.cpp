@@ -81,19 +81,24 @@ struct Case {
 };
 
 // Odd sizes on purpose: N not a multiple of 16, K not a multiple of the block.
-const std::vector<Case> kCases = {{1, 16, 1}, {17, 100, 1}, {45, 257, 3}, {33, 64, 5}, {16, 512, 4}, {70, 333, 9}};
+// M > 64 spans several prefill row blocks; N of 1 to 7 groups leaves every
+// remainder of the multi-row tiles (3 groups wide, 4 rows high).
+const std::vector<Case> kCases = {{1, 16, 1},  {17, 100, 1},  {45, 257, 3}, {33, 64, 5},
+                                  {16, 512, 4}, {70, 333, 9}, {64, 96, 70}, {100, 40, 131}};
 const std::vector<int> kBlockSizes = {16, 32, 64, 128, 256};
 
 TEST(Kernels, Int8KernelsMatchTheInt8Reference) {
   std::mt19937 rng(1234);
   const test::LevelsUnderTest levels = q8_levels();
-  for (KernelLevel level : levels.runnable) {
+  for (KernelLevel level : levels.runnable)
+    for (bool vnni : {true, false}) {
     MatMulConfig config;
     config.level = level;
+    config.avx_vnni = vnni;  // the AVX2 table's tiles with and without AVX-VNNI (where the CPU has it)
     for (int bs : kBlockSizes)
       for (bool asym : {false, true})
         for (const Case& c : kCases) {
-          SCOPED_TRACE(std::string(level_name(level)) + " bs=" + std::to_string(bs) + (asym ? " asym" : " sym") +
+          SCOPED_TRACE(std::string(level_name(level)) + (vnni ? "" : " no-avx-vnni") + " bs=" + std::to_string(bs) + (asym ? " asym" : " sym") +
                        " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) + " M=" + std::to_string(c.m));
           RandomWeights w(c.n, c.k, bs, asym, rng);
           const auto a = random_activations(c.m, c.k, rng);
@@ -268,15 +273,47 @@ TEST(Kernels, BiasIsAddedOnEveryPath) {
 TEST(Kernels, ThreadPoolGivesBitIdenticalResults) {
   std::mt19937 rng(11);
   ThreadPool pool(2);
-  for (int64_t m : {int64_t(1), int64_t(7), int64_t(100)}) {
-    RandomWeights w(1000, 256, 32, true, rng);
-    const auto a = random_activations(m, 256, rng);
-    const PackedWeights packed = pack_weights(w.view());
-    std::vector<float> serial(size_t(m * 1000)), threaded(serial.size());
-    matmul_nbits(packed, a.data(), m, nullptr, serial.data(), SerialParallel());
-    matmul_nbits(packed, a.data(), m, nullptr, threaded.data(), pool);
-    EXPECT_EQ(serial, threaded) << "m=" << m;
-  }
+  for (int64_t m : {int64_t(1), int64_t(7), int64_t(100)})
+    for (bool asym : {false, true}) {
+      RandomWeights w(1000, 256, 32, asym, rng);
+      const auto a = random_activations(m, 256, rng);
+      const PackedWeights packed = pack_weights(w.view());
+      std::vector<float> serial(size_t(m * 1000)), threaded(serial.size());
+      matmul_nbits(packed, a.data(), m, nullptr, serial.data(), SerialParallel());
+      matmul_nbits(packed, a.data(), m, nullptr, threaded.data(), pool);
+      EXPECT_EQ(serial, threaded) << "m=" << m << (asym ? " asym" : " sym");
+    }
+}
+
+TEST(Kernels, EveryRowOfAMultiRowCallIsItsOneRowCall) {
+  std::mt19937 rng(21);
+  const test::LevelsUnderTest levels = q8_levels();
+  ThreadPool pool(2);
+  for (KernelLevel level : levels.runnable)
+    for (bool vnni : {true, false})
+    for (bool compact : {true, false})
+      for (int64_t m : {2, 3, 4, 5, 8, 13, 16, 65, 130}) {
+        SCOPED_TRACE(std::string(level_name(level)) + (vnni ? "" : " no-avx-vnni") +
+                     (compact ? " f16 scales" : " f32 scales") + " M=" + std::to_string(m));
+        RandomWeights w(7 * 16 - 5, 96, 32, false, rng);  // 7 groups, the last one partial
+        PackOptions options;
+        options.compact_scales = compact;
+        const PackedWeights packed = pack_weights(w.view(), options);
+        const int64_t n = w.shape.n, k = w.shape.k;
+        const auto a = random_activations(m, k, rng);
+        std::vector<float> bias(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) bias[size_t(i)] = 0.01f * float(i);
+        MatMulConfig config;
+        config.level = level;
+        config.avx_vnni = vnni;
+        std::vector<float> rows(static_cast<size_t>(m * n)), one(static_cast<size_t>(n));
+        matmul_nbits(packed, a.data(), m, bias.data(), rows.data(), pool, config);
+        for (int64_t r = 0; r < m; ++r) {
+          matmul_nbits(packed, a.data() + r * k, 1, bias.data(), one.data(), SerialParallel(), config);
+          ASSERT_EQ(std::vector<float>(rows.begin() + r * n, rows.begin() + (r + 1) * n), one) << "row " << r;
+        }
+      }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
 }
 
 TEST(Kernels, ScalesOutsideFp16RangeStayFp32) {
@@ -313,6 +350,7 @@ TEST(Kernels, UnsupportedShapesAreRejected) {
 TEST(Kernels, CpuFeaturesAreConsistent) {
   const CpuFeatures& f = cpu_features();
   if (f.avx512_vnni) EXPECT_TRUE(f.avx512);
+  if (f.avx_vnni) EXPECT_TRUE(f.avx2);
   if (f.amx_permitted) EXPECT_TRUE(f.amx_bf16 || f.amx_int8);
   EXPECT_LE(default_level(), supported_level());
   EXPECT_EQ(parse_level("avx2"), KernelLevel::Avx2);

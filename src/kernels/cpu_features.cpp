@@ -65,6 +65,7 @@ CpuFeatures detect() {
   f.avx512 = os_zmm && bit(l7.ebx, 16) && bit(l7.ebx, 17) && bit(l7.ebx, 30) && bit(l7.ebx, 31);
   f.avx512_vnni = f.avx512 && bit(l7.ecx, 11);
   f.avx512_bf16 = f.avx512 && bit(l7s1.eax, 5);
+  f.avx_vnni = f.avx2 && bit(l7s1.eax, 4);
   const bool amx_tile = os_tiles && bit(l7.edx, 24);
   f.amx_bf16 = amx_tile && bit(l7.edx, 22);
   f.amx_int8 = amx_tile && bit(l7.edx, 25);

@@ -12,6 +12,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;       // with OS-enabled YMM state
   bool avx512 = false;                                  // F + BW + VL + DQ, OS-enabled ZMM state
   bool avx512_vnni = false, avx512_bf16 = false;
+  bool avx_vnni = false;  // VEX-encoded VPDPBUSD on YMM (AVX2 tables only)
   bool amx_bf16 = false, amx_int8 = false;              // CPUID and OS-enabled tile state
   bool amx_permitted = false;  // Linux granted this process the tile data state (arch_prctl)
 };

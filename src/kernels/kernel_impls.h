@@ -14,8 +14,8 @@
 
 namespace deltagen::kernels::detail {
 
-// Output columns [16*g_begin, 16*g_end) ∩ [0, N) of every row of Y, from
-// int8-quantized rows of A (accuracy_level 4 semantics).
+// Output columns [16*g_begin, 16*g_end) ∩ [0, N) of rows [m_begin, m_end) of
+// Y, from int8-quantized rows of A (accuracy_level 4 semantics).
 struct Q8GemmArgs {
   const PackedWeights* w = nullptr;
   const QuantizedRows* a = nullptr;
@@ -23,20 +23,27 @@ struct Q8GemmArgs {
   float* y = nullptr;           // a->rows x ldy
   int64_t ldy = 0;
   MatMulPrefetch prefetch;
+  bool avx_vnni = false;  // the AVX2 table may use AVX-VNNI (the CPU has it, the config allows it)
 };
 // A GEMV streams its weights once: the int8 kernels prefetch every line of a
 // block record `prefetch.distance` bytes ahead of it (MatMulPrefetch).
-inline void prefetch_record(const uint8_t* record, int64_t record_bytes, const MatMulPrefetch& prefetch) {
-  const char* ahead = reinterpret_cast<const char*>(record) + prefetch.distance;
-  if (prefetch.to_l2)
-    for (int64_t off = 0; off < record_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T2);
+// (A prefetch never faults: a line past the end of the weights is harmless.)
+inline void prefetch_lines(const uint8_t* at, int64_t bytes, bool to_l2) {
+  const char* p = reinterpret_cast<const char*>(at);
+  if (to_l2)
+    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T2);
   else
-    for (int64_t off = 0; off < record_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+inline void prefetch_record(const uint8_t* record, int64_t record_bytes, const MatMulPrefetch& prefetch) {
+  prefetch_lines(record + prefetch.distance, record_bytes, prefetch.to_l2);
 }
 
-void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
-void gemm_q8_avx2(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
-void gemm_q8_avx512(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
+void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end, int64_t m_begin, int64_t m_end);
+void gemm_q8_avx2(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end, int64_t m_begin, int64_t m_end);
+// The AVX2 table's multi-row tile with AVX-VNNI (matmul_avx2_vnni.cpp).
+void gemm_q8_avx2_vnni_tiles(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end, int64_t m_begin, int64_t m_end);
+void gemm_q8_avx512(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end, int64_t m_begin, int64_t m_end);
 
 // AMX path: A converted to bf16 once per call, weights dequantized to bf16
 // tiles per task, fp32 accumulation in tiles.
@@ -68,7 +75,7 @@ namespace deltagen::kernels {
 struct MatMulKernels {
   KernelLevel isa;
   // The int8-activation GEMM (decode, and prefill without AMX).
-  void (*gemm_q8)(const detail::Q8GemmArgs& args, int64_t g_begin, int64_t g_end);
+  void (*gemm_q8)(const detail::Q8GemmArgs& args, int64_t g_begin, int64_t g_end, int64_t m_begin, int64_t m_end);
   // The bf16 tile path for M >= amx_min_rows: AMX only, null in the lower tables.
   void (*convert_rows_bf16)(const float* a, int64_t rows, int64_t k, int64_t lda, uint16_t* out, int64_t k_padded);
   void (*gemm_bf16)(const detail::AmxGemmArgs& args, int64_t g_begin, int64_t g_end);

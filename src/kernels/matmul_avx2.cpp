@@ -3,12 +3,15 @@
 // VNNI, VPMADDUBSW multiplies the unsigned nibbles by the signed activations
 // into int16 pairs (at most 2*15*127 per pair, so no saturation even after
 // adding the low- and high-nibble products), and VPMADDWD widens to int32.
+// This file's loop is the GEMV (M = 1) and serves asymmetric weights; M > 1
+// with symmetric weights runs the tile of matmul_avx2_tile.h.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "kernels/kernel_impls.h"
+#include "kernels/matmul_avx2_tile.h"
 
 namespace deltagen::kernels::detail {
 namespace {
@@ -20,7 +23,7 @@ inline __m256i broadcast4(const int8_t* p) {
 }
 
 template <bool kAsym, bool kF16>
-void run(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
+void run(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end, int64_t m_begin, int64_t m_end) {
   const PackedWeights& w = *args.w;
   const QuantizedRows& a = *args.a;
   const NBitsShape& s = w.shape();
@@ -32,7 +35,7 @@ void run(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
   for (int64_t g = g_begin; g < g_end; ++g) {
     const int64_t n0 = g * PackedWeights::kGroupRows;
     const int64_t valid = std::min<int64_t>(PackedWeights::kGroupRows, s.n - n0);
-    for (int64_t m = 0; m < a.rows; ++m) {
+    for (int64_t m = m_begin; m < m_end; ++m) {
       __m256 facc0 = _mm256_setzero_ps(), facc1 = _mm256_setzero_ps();
       const uint8_t* record = w.group(g);
       const int8_t* qa = a.row(m);
@@ -87,12 +90,16 @@ void run(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
 
 }  // namespace
 
-void gemm_q8_avx2(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
+void gemm_q8_avx2(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end, int64_t m_begin, int64_t m_end) {
   const bool f16 = args.w->scale_format() == ScaleFormat::F16;
   if (args.w->asymmetric())
-    f16 ? run<true, true>(args, g_begin, g_end) : run<true, false>(args, g_begin, g_end);
+    f16 ? run<true, true>(args, g_begin, g_end, m_begin, m_end) : run<true, false>(args, g_begin, g_end, m_begin, m_end);
+  else if (args.a->rows == 1)  // the decode GEMV
+    f16 ? run<false, true>(args, g_begin, g_end, m_begin, m_end) : run<false, false>(args, g_begin, g_end, m_begin, m_end);
+  else if (args.avx_vnni)
+    gemm_q8_avx2_vnni_tiles(args, g_begin, g_end, m_begin, m_end);
   else
-    f16 ? run<false, true>(args, g_begin, g_end) : run<false, false>(args, g_begin, g_end);
+    avx2_tiles<false>(args, g_begin, g_end, m_begin, m_end);
 }
 
 }  // namespace deltagen::kernels::detail

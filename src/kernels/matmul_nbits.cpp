@@ -32,16 +32,45 @@ void for_each_group_range(int64_t groups, int64_t per_task, const Parallel& para
   for_each_range(groups, std::max<int64_t>(per_task, ceil_div(groups, int64_t(kMaxTasks))), parallel, body);
 }
 
+// Multi-row calls (batch rows, verification, prefill) run the kernels' tiles
+// of 3 groups: a task covers whole tiles.
+constexpr int64_t kTileGroups = 3;
+// Prefill tasks are (row block, group range) pairs: a row block's int8
+// activations stay in L2 while the task's weights (~kPrefillTaskBytes, in L2
+// too) pass over them.
+constexpr int64_t kRowBlock = 64;
+constexpr int64_t kPrefillTaskBytes = 96 << 10;
+
 void run_q8(const MatMulKernels& kernels, const PackedWeights& w, const float* a, int64_t m, const float* bias,
             float* y, const Parallel& parallel, KernelLevel level, const MatMulConfig& config) {
   thread_local QuantizedRows quantized;  // reused call after call (decode: one row)
   // Every quantizer level gives the same bits; the cap applies to it too.
-  quantize_rows(a, m, w.shape().k, w.shape().k, w.shape().block_size, quantized, level);
-  const detail::Q8GemmArgs args{&w, &quantized, bias, y, w.shape().n, config.prefetch};
+  const NBitsShape& s = w.shape();
+  if (m > kRowBlock)
+    quantize_rows(a, m, s.k, s.k, s.block_size, quantized, parallel, level);
+  else
+    quantize_rows(a, m, s.k, s.k, s.block_size, quantized, level);
+  const detail::Q8GemmArgs args{&w, &quantized, bias, y, s.n, config.prefetch,
+                                config.avx_vnni && cpu_features().avx_vnni};
   const auto kernel = kernels.gemm_q8;
-  // More rows per group = more work per group: keep tasks about equally long.
-  const int64_t per_task = std::max<int64_t>(1, kQ8TaskBytes / (w.group_stride() * std::max<int64_t>(1, m / 4)));
-  for_each_group_range(w.groups(), per_task, parallel, [&](int64_t g0, int64_t g1) { kernel(args, g0, g1); });
+  if (m <= kRowBlock) {
+    // More rows per group = more work per group: keep tasks about equally long.
+    int64_t per_task = std::max<int64_t>(1, kQ8TaskBytes / (w.group_stride() * std::max<int64_t>(1, m / 4)));
+    if (m > 1) per_task = ceil_div(per_task, kTileGroups) * kTileGroups;
+    for_each_group_range(w.groups(), per_task, parallel, [&](int64_t g0, int64_t g1) { kernel(args, g0, g1, 0, m); });
+    return;
+  }
+  const int64_t row_blocks = ceil_div(m, kRowBlock);
+  int64_t per_task = std::max<int64_t>(1, kPrefillTaskBytes / w.group_stride());
+  per_task = std::max(per_task, ceil_div(w.groups() * row_blocks, int64_t(kMaxTasks)));
+  per_task = ceil_div(per_task, kTileGroups) * kTileGroups;
+  const int64_t group_ranges = ceil_div(w.groups(), per_task);
+  // Row-block-major: tasks taken one after the other share their activations.
+  parallel.run(size_t(row_blocks * group_ranges), [&](size_t t) {
+    const int64_t g0 = int64_t(t) % group_ranges * per_task;
+    const int64_t m0 = int64_t(t) / group_ranges * kRowBlock;
+    kernel(args, g0, std::min(w.groups(), g0 + per_task), m0, std::min(m, m0 + kRowBlock));
+  });
 }
 
 struct FreeAligned {

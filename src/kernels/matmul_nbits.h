@@ -33,6 +33,7 @@ struct MatMulConfig {
   KernelLevel level = default_level();  // a cap: lowered to what the CPU supports
   int64_t amx_min_rows = 16;            // from bench/ (docs/performance.md)
   MatMulPrefetch prefetch;
+  bool avx_vnni = true;  // a cap, like level: the AVX2 table's tiles use AVX-VNNI where the CPU has it
 };
 
 // a: m x K floats, row-major; y: m x N floats; bias: N floats or null.

@@ -8,7 +8,7 @@
 
 namespace deltagen::kernels::detail {
 
-void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
+void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end, int64_t m_begin, int64_t m_end) {
   const PackedWeights& w = *args.w;
   const QuantizedRows& a = *args.a;
   const NBitsShape& s = w.shape();
@@ -17,7 +17,7 @@ void gemm_q8_scalar(const Q8GemmArgs& args, int64_t g_begin, int64_t g_end) {
   for (int64_t g = g_begin; g < g_end; ++g) {
     const int64_t n0 = g * rows;
     const int64_t valid = std::min(rows, s.n - n0);
-    for (int64_t m = 0; m < a.rows; ++m) {
+    for (int64_t m = m_begin; m < m_end; ++m) {
       float acc[PackedWeights::kGroupRows] = {};
       const uint8_t* record = w.group(g);
       for (int64_t b = 0; b < s.k_blocks(); ++b, record += w.block_stride()) {

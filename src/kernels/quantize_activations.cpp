@@ -30,7 +30,7 @@ void quantize_block_portable(const float* src, int64_t n, int8_t* dst, float* sc
 }  // namespace detail
 
 void quantize_rows(const float* a, int64_t rows, int64_t k, int64_t lda, int block_size, QuantizedRows& out,
-                   KernelLevel level) {
+                   const Parallel& parallel, KernelLevel level) {
   out.rows = rows;
   out.k_blocks = (k + block_size - 1) / block_size;
   out.k_padded = out.k_blocks * block_size;
@@ -38,9 +38,17 @@ void quantize_rows(const float* a, int64_t rows, int64_t k, int64_t lda, int blo
   out.scales.resize(size_t(rows * out.k_blocks));
   out.sums.resize(size_t(rows * out.k_blocks));
   const QuantizeKernels& kernels = kQuantizeFamily.at(level);
-  for (int64_t m = 0; m < rows; ++m)
-    kernels.row(a + m * lda, k, block_size, out.values.data() + m * out.k_padded, out.scales.data() + m * out.k_blocks,
-                out.sums.data() + m * out.k_blocks);
+  constexpr int64_t kRowsPerTask = 32;
+  for_each_range(rows, kRowsPerTask, parallel, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      kernels.row(a + m * lda, k, block_size, out.values.data() + m * out.k_padded,
+                  out.scales.data() + m * out.k_blocks, out.sums.data() + m * out.k_blocks);
+  });
+}
+
+void quantize_rows(const float* a, int64_t rows, int64_t k, int64_t lda, int block_size, QuantizedRows& out,
+                   KernelLevel level) {
+  quantize_rows(a, rows, k, lda, block_size, out, SerialParallel(), level);
 }
 
 namespace {

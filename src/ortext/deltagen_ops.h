@@ -61,6 +61,9 @@ inline constexpr const char* kConfigHugePages = "deltagen.matmul.huge_pages";
 // rewrite's release_weights off; ortext/released_weights.h), to measure what releasing saves.
 inline constexpr const char* kConfigReleaseWeights = "deltagen.release_weights";
 inline constexpr const char* kConfigPrefetch = "deltagen.matmul.prefetch";
+// "0": the AVX2 tables' multi-row tiles without AVX-VNNI (VPMADDUBSW), to
+// measure an AVX2-only CPU on one that has AVX-VNNI.
+inline constexpr const char* kConfigAvxVnni = "deltagen.matmul.avx_vnni";
 
 // Adds the "deltagen" custom-op domain to `options`. Call once per
 // SessionOptions (registering twice makes session creation fail). The domain

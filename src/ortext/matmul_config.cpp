@@ -22,6 +22,7 @@ void read_matmul_config(const Ort::ConstKernelInfo& info, kernels::MatMulConfig&
     if (!prefetch) fail(kConfigPrefetch, std::string("expected l1:BYTES or l2:BYTES, not '") + v + "'");
     config.prefetch = *prefetch;
   }
+  if (const char* v = entries.GetValue(kConfigAvxVnni)) config.avx_vnni = std::string(v) != "0";
   if (const char* v = entries.GetValue(kConfigHugePages))
     pack.pages = std::string(v) != "0" ? kernels::PageSize::Huge : kernels::PageSize::Small;
 }
