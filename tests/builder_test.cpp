@@ -61,8 +61,9 @@ TEST(Builder, GoldenGraphHasExpectedIo) {
       "input_ids int64 [batch_size,sequence_length]",
       "attention_mask int64 [batch_size,total_sequence_length]",
       "position_ids int64 [batch_size,sequence_length]",
+      "logits_to_keep int64 [1]",  // an input with a default: 0, every position
   };
-  std::vector<std::string> want_out = {"logits float32 [batch_size,sequence_length,512]"};
+  std::vector<std::string> want_out = {"logits float32 [batch_size,logits_length,512]"};
   for (int layer : {0, 1, 2}) {
     const std::string n = std::to_string(layer);
     want_in.push_back("past_key_values." + n + ".conv_state float32 [batch_size,128,3]");
@@ -398,7 +399,7 @@ TEST(Builder, CliBuildsAndInspects) {
   int64_t total = 0;
   for (auto& [op, n] : j["op_counts"].items()) total += n.get<int64_t>();
   EXPECT_EQ(j["nodes"], total);
-  EXPECT_EQ(j["inputs"].size(), 11u);
+  EXPECT_EQ(j["inputs"].size(), 12u);  // with logits_to_keep
   EXPECT_EQ(j["outputs"].size(), 9u);
   EXPECT_EQ(j["weight_bytes"]["external"], 0);
   EXPECT_GT(j["weight_bytes"]["inline"].get<int64_t>(), 0);

@@ -69,8 +69,10 @@ TEST(LayerOutputs, GraphOutputsTheResidualStreamAfterEveryLayer) {
     ASSERT_EQ(shape.dim_size(), 3);
     EXPECT_EQ(shape.dim(2).dim_value(), kHidden);
   }
-  // One Identity per output; the only other change is the final norm's sum output.
-  EXPECT_EQ(layers.graph().node_size(), plain.graph().node_size() + kLayers + 1);
+  // One Identity per output; the only other changes are the final norm's sum
+  // output and the Add that gives the last stream at every position (the
+  // final norm reads the logits_to_keep positions only).
+  EXPECT_EQ(layers.graph().node_size(), plain.graph().node_size() + kLayers + 2);
   EXPECT_EQ(nodes_of(layers, "Identity").size(), size_t(kLayers + 1));
   EXPECT_EQ(nodes_of(plain, "Identity").size(), 0u);
 }

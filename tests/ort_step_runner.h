@@ -72,6 +72,9 @@ class StepRunner {
   // fp32, all rows it has. A model with 3-D position_ids
   // (a --vision decoder) gets `positions3` [3][ids.size()] when given, else
   // the token position + rope_delta in all three rows.
+  // Int64 inputs with a default (e.g. logits_to_keep) fed on every step.
+  std::map<std::string, std::vector<int64_t>> extra_inputs;
+
   std::vector<float> step(const std::vector<int64_t>& ids, const std::vector<float>& embeds = {},
                           const std::vector<int64_t>& positions3 = {}) {
     const int64_t s = int64_t(ids.size()), total = position_ + s;
@@ -120,6 +123,14 @@ class StepRunner {
     }
     std::vector<const char*> in_names, out_names;
     for (const auto& n : input_names_) in_names.push_back(n.c_str());
+    // Inputs with a default (not among GetInputNames), when a test sets them.
+    std::vector<std::vector<int64_t>> extra_values;
+    extra_values.reserve(extra_inputs.size());
+    for (auto& [name, values] : extra_inputs) {
+      extra_values.push_back(values);
+      inputs.push_back(i64(extra_values.back(), {int64_t(values.size())}));
+      in_names.push_back(name.c_str());
+    }
     for (const auto& n : output_names_) out_names.push_back(n.c_str());
     auto outputs = session_.Run(Ort::RunOptions{nullptr}, in_names.data(), inputs.data(), inputs.size(),
                                 out_names.data(), out_names.size());

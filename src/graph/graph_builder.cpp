@@ -1,5 +1,7 @@
 #include "graph/graph_builder.h"
 
+#include <cstring>
+
 #include <cstdio>
 #include <stdexcept>
 
@@ -192,6 +194,14 @@ std::string GraphBuilder::constant_f32_scalar(float value) {
 void GraphBuilder::input(const std::string& name, DataType dtype, const std::vector<Dim>& shape) {
   claim_tensor_name(name);
   *graph_.add_input() = value_info(name, dtype, shape);
+}
+
+void GraphBuilder::input_with_default(const std::string& name, const std::vector<int64_t>& values) {
+  input(name, kInt64, {Dim(int64_t(values.size()))});
+  std::vector<uint8_t> bytes(values.size() * sizeof(int64_t));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  Initializer init{name, kInt64, {int64_t(values.size())}, [bytes] { return WeightBuffer(bytes); }};
+  initializers_.push_back(std::move(init));  // the name was claimed by the input
 }
 
 void GraphBuilder::output(const std::string& name, DataType dtype, const std::vector<Dim>& shape) {

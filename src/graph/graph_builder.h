@@ -108,6 +108,10 @@ class GraphBuilder {
   std::string constant_f32_scalar(float value);
 
   void input(const std::string& name, DataType dtype, const std::vector<Dim>& shape);
+  // An int64 input of shape [values.size()] that a run may leave out: the
+  // values are an initializer of the same name (ONNX IR >= 4 treats it as the
+  // input's default), so runtimes that never heard of it run the model as is.
+  void input_with_default(const std::string& name, const std::vector<int64_t>& values);
   void output(const std::string& name, DataType dtype, const std::vector<Dim>& shape);
 
   const onnx::GraphProto& graph() const { return graph_; }

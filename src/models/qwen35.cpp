@@ -62,7 +62,17 @@ void Graph::build() {
       normed = next_normed;
       residual = next_sum;
     } else {
+      std::string stream_end;  // --layer-outputs: the stream after the last layer, every position
+      if (slice_before_final_norm()) {
+        // The final norm then sits right in front of the lm_head, where the
+        // load-time rewrite folds it into the MatMulNBits.
+        if (opts_.layer_outputs)
+          stream_end = op("Add", layer_path(i) + "/stream_end/Add", {mlp_out, residual}, dtype_of(residual));
+        mlp_out = keep_last_positions(mlp_out, "mlp_out");
+        residual = keep_last_positions(residual, "residual");
+      }
       std::tie(normed, residual) = final_norm(mlp_out, residual);
+      if (!stream_end.empty()) residual = stream_end;
     }
     streams.push_back(residual);
   }
@@ -76,8 +86,9 @@ void Graph::build() {
   if (opts_.exclude_lm_head) {
     b_.output(io::kHiddenStates, dtype_of(io::kHiddenStates), {kBatch, kSeq, cfg_.hidden_size});
   } else {
-    b_.output(io::kLogits, dtype_of(io::kLogits),
-              {kBatch, opts_.prune_lm_head ? Dim(int64_t(1)) : kSeq, cfg_.vocab_size});
+    // With logits_to_keep: sequence_length positions, or the last n.
+    const Dim positions = opts_.prune_lm_head ? Dim(int64_t(1)) : kLogitsLength;
+    b_.output(io::kLogits, dtype_of(io::kLogits), {kBatch, positions, cfg_.vocab_size});
   }
   if (head_input) b_.output(io::kHiddenStates, dtype_of(io::kHiddenStates), {kBatch, kSeq, cfg_.hidden_size});
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
@@ -152,6 +163,7 @@ void Graph::declare_io() {
   graph_input(io::kAttentionMask, graph::kInt64, {kBatch, kTotal});
   if (mrope()) graph_input(io::kPositionIds, graph::kInt64, {int64_t(3), kBatch, kSeq});
   else graph_input(io::kPositionIds, graph::kInt64, {kBatch, kSeq});
+  if (keeps_logits()) b_.input_with_default(io::kLogitsToKeep, {0});
   const DataType kv = run_dtype("GroupQueryAttention");
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     if (cfg_.is_full(i)) {
@@ -294,8 +306,20 @@ std::pair<std::string, std::string> Graph::final_norm(const std::string& x, cons
                    opts_.exclude_lm_head ? io::kHiddenStates : "");
 }
 
+bool Graph::slice_before_final_norm() const { return keeps_logits() && !builds_mtp_head(ckpt_, opts_); }
+
+// The last logits_to_keep positions of x [B, S, H]: Slice from -n (n = 0:
+// from 0, every position).
+std::string Graph::keep_last_positions(const std::string& x, const std::string& what) {
+  if (keep_start_.empty()) keep_start_ = op("Neg", "/lm_head/logits_to_keep/Neg", {io::kLogitsToKeep}, graph::kInt64);
+  return op("Slice", "/lm_head/logits_to_keep/" + what + "/Slice",
+            {x, keep_start_, b_.constant_i64({std::numeric_limits<int64_t>::max()}), b_.constant_i64({1})},
+            dtype_of(x));  // [B, n or S, H]
+}
+
 void Graph::lm_head(const std::string& normed) {
   std::string x = normed;
+  if (keeps_logits() && !slice_before_final_norm()) x = keep_last_positions(x, "normed");
   if (opts_.prune_lm_head) {
     // Only the last position's logits: prefill multiplies one row by the
     // largest matrix instead of all of them.

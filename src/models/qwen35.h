@@ -19,6 +19,11 @@ inline const std::string kInputsEmbeds = "inputs_embeds";  // instead of input_i
 inline const std::string kAttentionMask = "attention_mask";
 inline const std::string kPositionIds = "position_ids";
 inline const std::string kLogits = "logits";
+// How many of the run's last positions get logits: [1] int64, 0 = all (its
+// default, so runtimes that do not feed it get every position). Prefill feeds
+// 1: the lm_head over a 1000-token prompt was ~23 % of its time. Not in
+// --prune-lm-head builds, whose logits are always the last position's.
+inline const std::string kLogitsToKeep = "logits_to_keep";
 inline const std::string kHiddenStates = "hidden_states";  // instead of logits with --exclude-lm-head;
                                                            // beside them when the build has a head (mtp.onnx)
 // mtp.onnx: input_ids (the tokens one ahead), hidden_states (the decoder's,

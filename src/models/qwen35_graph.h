@@ -39,6 +39,7 @@ inline const graph::Dim kBatch = std::string("batch_size");
 inline const graph::Dim kSeq = std::string("sequence_length");
 inline const graph::Dim kPast = std::string("past_sequence_length");
 inline const graph::Dim kTotal = std::string("total_sequence_length");
+inline const graph::Dim kLogitsLength = std::string("logits_length");  // logits_to_keep, or sequence_length
 
 // "/model/layers.3/attn/q_proj/MatMul" -> "model.layers.3.attn.q_proj.MatMul.weight":
 // initializers are named after the node that uses them, as upstream does.
@@ -118,6 +119,13 @@ class Graph {
   void attention_mask_to_gqa_inputs();
   void rotary_caches(DataType dtype);
   bool mrope() const { return opts_.vision; }  // 3-D position_ids, per-call cos/sin
+  // logits_to_keep (io::kLogitsToKeep): the decoder with a full-length lm_head.
+  bool keeps_logits() const { return !opts_.prune_lm_head && !opts_.exclude_lm_head; }
+  // ... sliced before the final norm, unless the MTP head reads the norm's
+  // output at every position.
+  bool slice_before_final_norm() const;
+  std::string keep_last_positions(const std::string& x, const std::string& what);
+  std::string keep_start_;  // -logits_to_keep, made on first use
   void mrope_caches(DataType dtype);
   std::string embed_tokens();
   std::pair<std::string, std::string> final_norm(const std::string& x, const std::string& residual);

@@ -182,6 +182,12 @@ LogitsView Generator::run(Ort::IoBinding& binding, int64_t batch, int64_t rows, 
                        "so the prompt's logits are not available");
     rows = 1;
   }
+  if (model_.io().has_logits_to_keep) {
+    // Only batch-1 runs have several rows: 1 keeps each row's last position.
+    logits_to_keep_[0] = last_row_only ? 1 : 0;
+    binding.BindInput("logits_to_keep", view(logits_to_keep_, {1}));
+    if (last_row_only) rows = 1;
+  }
   binding.BindOutput("logits", logits_view(batch, rows));
   // ONNX Runtime allocates these (their shapes vary); binding a name again replaces it.
   for (const auto& name : fetch_names_) binding.BindOutput(name.c_str(), cpu_);

@@ -148,6 +148,7 @@ class Generator {
   std::map<int64_t, Ort::IoBinding> first_rows_bindings_;  // by row count < batch, bound on first use
   // Input and output buffers, sized for the largest run so far (a decode step never grows them).
   std::vector<int64_t> ids_, mask_, positions_;  // positions_: [3][B][S] for an M-RoPE model
+  std::vector<int64_t> logits_to_keep_ = {0};     // a ModelIo::has_logits_to_keep model's [1] input
   Ort::Value embeds_{nullptr};  // a --vision model's inputs_embeds of the current run
   // Per row of a --vision model: the images attached to the prompt being run
   // (from sequence index begin), and the rope delta of the tokens after it.

@@ -1,5 +1,6 @@
 #include "runtime/session.h"
 
+#include <cstring>
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -166,6 +167,11 @@ ModelIo describe_model_io(const Ort::Session& session) {
     }
   }
   if (!has_input_ids && !io.has_inputs_embeds) fail("model", "has no input_ids (or inputs_embeds) input");
+  // Inputs with a default are not among GetInputNames(): ONNX Runtime lists them apart.
+  Ort::AllocatorWithDefaultOptions names_allocator;
+  for (size_t i = 0; i < session.GetOverridableInitializerCount(); ++i)
+    if (std::string(session.GetOverridableInitializerNameAllocated(i, names_allocator).get()) == "logits_to_keep")
+      io.has_logits_to_keep = true;
 
   const auto output_names = session.GetOutputNames();
   const std::set<std::string> outputs(output_names.begin(), output_names.end());
@@ -235,6 +241,13 @@ LogCaptureState& log_capture_state() {
   return state;
 }
 
+// What deltagen's graphs do on purpose: logits_to_keep is an input with a
+// default, i.e. an initializer listed among the inputs, which ORT warns about
+// at every load.
+bool by_design(const char* message) {
+  return std::strstr(message, "Initializer logits_to_keep appears in graph inputs") != nullptr;
+}
+
 void ORT_API_CALL log_to_stderr(void*, OrtLoggingLevel severity, const char* category, const char* logid,
                                 const char* code_location, const char* message) {
   LogCaptureState& state = log_capture_state();
@@ -242,7 +255,7 @@ void ORT_API_CALL log_to_stderr(void*, OrtLoggingLevel severity, const char* cat
     std::lock_guard lock(state.mutex);
     if (state.active && severity >= state.level) state.messages.emplace_back(message);
   }
-  if (severity < ORT_LOGGING_LEVEL_WARNING) return;
+  if (severity < ORT_LOGGING_LEVEL_WARNING || by_design(message)) return;
   static const char kLetters[] = "VIWEF";
   const char letter = severity >= 0 && severity <= ORT_LOGGING_LEVEL_FATAL ? kLetters[severity] : '?';
   std::fprintf(stderr, "[%c:%s:%s, %s] %s\n", letter, category, logid, code_location, message);

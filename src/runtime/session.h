@@ -57,6 +57,9 @@ struct ModelIo {
   // logits are [B, 1, V] whatever the input length (a pruned lm_head): only
   // the last position's row exists.
   bool logits_last_position_only = false;
+  // The model takes logits_to_keep (an input with a default, 0 = every
+  // position): a run whose caller reads the last row asks for that row alone.
+  bool has_logits_to_keep = false;
   std::vector<CacheSpec> caches;  // ordered by layer, then key/value/conv/recurrent
   // hidden_states.0 .. hidden_states.L in order (a --layer-outputs build), else empty.
   std::vector<std::string> layer_outputs;
