@@ -214,6 +214,49 @@ TEST(GatedDeltaNet, ThreadsGiveBitIdenticalResults) {
   EXPECT_EQ(serial.state_present, threaded.state_present);
 }
 
+// A run of n tokens (a prompt, a speculative verify run) must give the bits
+// of n one-token runs (decode steps): speculative output equals plain output
+// token for token, and a prompt gives the same logits however it is split.
+// Covers the AVX-512 multi-token recurrence (dv 16 and 128, runs across its
+// 16-token blocks) and the loops' token-by-token one (odd dims). K = 1: the
+// conv's decode path adds its taps in another order than its prompt path
+// (the current input first), so with K > 1 the conv outputs differ in their
+// last bits between the two; that is not this test's subject.
+TEST(GatedDeltaNet, ATokenRunIsItsTokensOneByOne) {
+  const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512};
+  std::mt19937 rng(13);
+  kernels::ThreadPool pool(2);
+  const GatedDeltaShape shapes[] = {{1, 4, 2, 2, 128, 128, 1}, {1, 37, 1, 2, 16, 16, 1}, {1, 5, 1, 2, 9, 7, 1},
+                                    {1, 17, 2, 4, 32, 64, 1}};
+  for (const auto& s : shapes) {
+    const Inputs in = random_inputs(s, rng);
+    const int64_t c = s.conv_dim(), zw = s.nv * s.dv;
+    for (auto level : levels.runnable) {
+      const std::string what = std::string(kernels::level_name(level)) + " seq " + std::to_string(s.seq) + " dv " +
+                               std::to_string(s.dv);
+      const Outputs whole = run_kernel(s, 0, 1e-6f, in, false, pool, level);
+      GatedDeltaShape one = s;
+      one.seq = 1;
+      Inputs step = in;
+      std::vector<float> out;
+      for (int64_t t = 0; t < s.seq; ++t) {
+        step.x.assign(in.x.begin() + t * c, in.x.begin() + (t + 1) * c);
+        step.z.assign(in.z.begin() + t * zw, in.z.begin() + (t + 1) * zw);
+        step.a.assign(in.a.begin() + t * s.nv, in.a.begin() + (t + 1) * s.nv);
+        step.b.assign(in.b.begin() + t * s.nv, in.b.begin() + (t + 1) * s.nv);
+        const Outputs got = run_kernel(one, 0, 1e-6f, step, false, pool, level);
+        out.insert(out.end(), got.out.begin(), got.out.end());
+        step.conv_past = got.conv_present;
+        step.state_past = got.state_present;
+      }
+      EXPECT_EQ(whole.out, out) << what;
+      EXPECT_EQ(whole.conv_present, step.conv_past) << what;
+      EXPECT_EQ(whole.state_present, step.state_past) << what;
+    }
+  }
+  SKIP_LEVELS_THIS_CPU_LACKS(levels);
+}
+
 // fp16 states (a --state-dtype fp16 build): the kernel must compute exactly
 // what it computes on the widened states, rounding the new states once per
 // call. Covers the AVX-512 direct path (one token, dv 128 and 16) and the

@@ -178,12 +178,34 @@ inline bool no_direct_f16(uint16_t*, const float*, const float*, const float*, f
   return false;
 }
 
+// A block of consecutive tokens of one head, for an ISA's multi-token
+// recurrence: q and k normalized (q scaled), [n, dk] each; token j's v at
+// v + j * v_stride; o [n, dv] receives S^T q per token.
+struct DeltaTokens {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  const float* decay = nullptr;
+  const float* beta = nullptr;
+  float* o = nullptr;
+  int64_t n = 0;
+};
+
+// The portable recurrence has no multi-token form: tokens run one by one.
+inline bool no_tokens(float*, const DeltaTokens&, int64_t, int64_t, bool, const float*, int64_t) { return false; }
+
+// Tokens per block of the multi-token recurrence: their q, k and o stay in L1.
+constexpr int64_t kDeltaTokenBlock = 16;
+
 // `recurrence` is delta_rule_loops or an ISA's faster version with its
-// arguments; `direct_f16` as above. `next`: the state of the head the caller
-// does next (fp32 or fp16, as the states are), or null.
-template <typename Recurrence, typename DirectF16>
+// arguments; `tokens` an ISA's multi-token form (or no_tokens), which must
+// compute exactly what `recurrence` token by token does; `direct_f16` as
+// above. `next`: the state of the head the caller does next (fp32 or fp16, as
+// the states are), or null.
+template <typename Recurrence, typename Tokens, typename DirectF16>
 inline void gated_delta_head(const GatedDeltaHeadArgs& p, int64_t row, int64_t h, const void* next,
-                             Recurrence recurrence, DirectF16 direct_f16) {
+                             Recurrence recurrence, Tokens tokens, DirectF16 direct_f16) {
   const GatedDeltaShape& s = p.s;
   const int64_t dk = s.dk, dv = s.dv, c = s.conv_dim(), head_size = dk * dv;
   const int64_t kh = h / (s.nv / s.nk);
@@ -195,60 +217,82 @@ inline void gated_delta_head(const GatedDeltaHeadArgs& p, int64_t row, int64_t h
   float* state = p.state ? p.state + offset : nullptr;
   bool widened = false;
   const int64_t next_rows = p.state_f16 ? (dk + 1) / 2 : dk;  // fp16: half-size rows, in fp32 rows' bytes
-  float q[kMaxDeltaHeadDim], k[kMaxDeltaHeadDim], o[kMaxDeltaHeadDim];
-  for (int64_t t = 0; t < s.seq; ++t) {
-    const int64_t token = row * s.seq + t;
-    const float* xc = p.xc + token * c;
-    const float* q_in = xc + kh * dk;
-    const float* k_in = xc + s.nk * dk + kh * dk;
-    const float* v = xc + 2 * s.nk * dk + h * dv;
-    const float q_mul = p.scale * inverse_l2(q_in, dk), k_mul = inverse_l2(k_in, dk);
-    for (int64_t i = 0; i < dk; ++i) q[i] = q_in[i] * q_mul;
-    for (int64_t i = 0; i < dk; ++i) k[i] = k_in[i] * k_mul;
-    const float decay = std::exp(p.neg_exp_a[h] * softplus(p.a[token * p.ab_stride + h] + p.dt_bias[h]));
-    const float beta = 1.0f / (1.0f + std::exp(-p.b[token * p.ab_stride + h]));
+  thread_local std::vector<float> q_block, k_block, o_block;  // [kDeltaTokenBlock, dk or dv]
+  if (int64_t(q_block.size()) < kDeltaTokenBlock * std::max(dk, dv)) {
+    q_block.resize(size_t(kDeltaTokenBlock * std::max(dk, dv)));
+    k_block.resize(q_block.size());
+    o_block.resize(q_block.size());
+  }
+  float* const qs = q_block.data();
+  float* const ks = k_block.data();
+  float* const os = o_block.data();
+  float decays[kDeltaTokenBlock], betas[kDeltaTokenBlock];
+  for (int64_t t0 = 0; t0 < s.seq; t0 += kDeltaTokenBlock) {
+    const int64_t n = std::min(kDeltaTokenBlock, s.seq - t0);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t token = row * s.seq + t0 + j;
+      const float* xc = p.xc + token * c;
+      const float* q_in = xc + kh * dk;
+      const float* k_in = xc + s.nk * dk + kh * dk;
+      const float q_mul = p.scale * inverse_l2(q_in, dk), k_mul = inverse_l2(k_in, dk);
+      for (int64_t i = 0; i < dk; ++i) qs[j * dk + i] = q_in[i] * q_mul;
+      for (int64_t i = 0; i < dk; ++i) ks[j * dk + i] = k_in[i] * k_mul;
+      decays[j] = std::exp(p.neg_exp_a[h] * softplus(p.a[token * p.ab_stride + h] + p.dt_bias[h]));
+      betas[j] = 1.0f / (1.0f + std::exp(-p.b[token * p.ab_stride + h]));
+    }
+    const float* v0 = p.xc + (row * s.seq + t0) * c + 2 * s.nk * dk + h * dv;
 
     // Only the first token finds the state in DRAM, and prefetches the next one.
-    const bool first = t == 0;
+    const bool first = t0 == 0;
     if (!(p.state_f16 && s.seq == 1 &&
-          direct_f16(p.state_f16 + offset, q, k, v, decay, beta, o, dk, dv, static_cast<const uint16_t*>(next)))) {
+          direct_f16(p.state_f16 + offset, qs, ks, v0, decays[0], betas[0], os, dk, dv,
+                     static_cast<const uint16_t*>(next)))) {
       if (p.state_f16 && !widened) {
         if (int64_t(scratch.size()) < head_size) scratch.resize(size_t(head_size));
         state = scratch.data();
         widen_f16(p.state_f16 + offset, state, head_size);
         widened = true;
       }
-      recurrence(state, q, k, v, decay, beta, o, dk, dv, first && !widened,
-                 first ? static_cast<const float*>(next) : nullptr, next_rows);
+      const bool cold = first && !widened;
+      const float* prefetch = first ? static_cast<const float*>(next) : nullptr;
+      const DeltaTokens block{qs, ks, v0, c, decays, betas, os, n};
+      if (n == 1 || !tokens(state, block, dk, dv, cold, prefetch, next_rows))
+        for (int64_t j = 0; j < n; ++j)
+          recurrence(state, qs + j * dk, ks + j * dk, v0 + j * c, decays[j], betas[j], os + j * dv, dk, dv,
+                     cold && j == 0, j == 0 ? prefetch : nullptr, next_rows);
     }
 
-    // GatedRMSNorm over this head's dv values.
-    float sum = 0;
-    for (int64_t j = 0; j < dv; ++j) sum += o[j] * o[j];
-    const float r = 1.0f / std::sqrt(sum / float(dv) + p.epsilon);
-    const float* gate = p.silu_z + token * s.nv * dv + h * dv;
-    float* out = p.out + token * s.nv * dv + h * dv;
-    for (int64_t j = 0; j < dv; ++j) out[j] = o[j] * r * p.norm_w[j] * gate[j];
+    // GatedRMSNorm over each token's dv values.
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t token = row * s.seq + t0 + j;
+      const float* o = os + j * dv;
+      float sum = 0;
+      for (int64_t i = 0; i < dv; ++i) sum += o[i] * o[i];
+      const float r = 1.0f / std::sqrt(sum / float(dv) + p.epsilon);
+      const float* gate = p.silu_z + token * s.nv * dv + h * dv;
+      float* out = p.out + token * s.nv * dv + h * dv;
+      for (int64_t i = 0; i < dv; ++i) out[i] = o[i] * r * p.norm_w[i] * gate[i];
+    }
   }
   if (widened) narrow_f16(state, p.state_f16 + offset, head_size);
 }
 
 // Heads [h0, h1) of one batch row, in order, each prefetching the next's state.
-template <typename Recurrence, typename DirectF16>
+template <typename Recurrence, typename Tokens, typename DirectF16>
 inline void gated_delta_heads(const GatedDeltaHeadArgs& p, int64_t row, int64_t h0, int64_t h1,
-                              Recurrence recurrence, DirectF16 direct_f16) {
+                              Recurrence recurrence, Tokens tokens, DirectF16 direct_f16) {
   const int64_t head_size = p.s.dk * p.s.dv;
   for (int64_t h = h0; h < h1; ++h) {
     const int64_t next = (row * p.s.nv + h + 1) * head_size;
     const void* next_state = h + 1 >= h1 ? nullptr
                              : p.state_f16 ? static_cast<const void*>(p.state_f16 + next)
                                            : static_cast<const void*>(p.state + next);
-    gated_delta_head(p, row, h, next_state, recurrence, direct_f16);
+    gated_delta_head(p, row, h, next_state, recurrence, tokens, direct_f16);
   }
 }
 
 inline void heads_with_loops(const GatedDeltaHeadArgs& args, int64_t row, int64_t h0, int64_t h1) {
-  gated_delta_heads(args, row, h0, h1, delta_rule_loops, no_direct_f16);
+  gated_delta_heads(args, row, h0, h1, delta_rule_loops, no_tokens, no_direct_f16);
 }
 
 }  // namespace
