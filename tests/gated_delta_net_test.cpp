@@ -218,16 +218,14 @@ TEST(GatedDeltaNet, ThreadsGiveBitIdenticalResults) {
 // of n one-token runs (decode steps): speculative output equals plain output
 // token for token, and a prompt gives the same logits however it is split.
 // Covers the AVX-512 multi-token recurrence (dv 16 and 128, runs across its
-// 16-token blocks) and the loops' token-by-token one (odd dims). K = 1: the
-// conv's decode path adds its taps in another order than its prompt path
-// (the current input first), so with K > 1 the conv outputs differ in their
-// last bits between the two; that is not this test's subject.
+// 16-token blocks) and the loops' token-by-token one (odd dims); the conv's
+// decode paths (K = 4 on AVX-512, any K in the loops) against its prompt path.
 TEST(GatedDeltaNet, ATokenRunIsItsTokensOneByOne) {
   const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512};
   std::mt19937 rng(13);
   kernels::ThreadPool pool(2);
-  const GatedDeltaShape shapes[] = {{1, 4, 2, 2, 128, 128, 1}, {1, 37, 1, 2, 16, 16, 1}, {1, 5, 1, 2, 9, 7, 1},
-                                    {1, 17, 2, 4, 32, 64, 1}};
+  const GatedDeltaShape shapes[] = {{1, 4, 2, 2, 128, 128, 4}, {1, 37, 1, 2, 16, 16, 4}, {1, 5, 1, 2, 9, 7, 3},
+                                    {1, 17, 2, 4, 32, 64, 1}, {1, 6, 3, 3, 16, 16, 4}};
   for (const auto& s : shapes) {
     const Inputs in = random_inputs(s, rng);
     const int64_t c = s.conv_dim(), zw = s.nv * s.dv;

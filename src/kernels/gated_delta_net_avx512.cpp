@@ -223,8 +223,11 @@ void conv_silu_avx512(const GatedDeltaShape& s, const GatedDeltaTensors& t, int6
         tap[j] = _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(a, lanes.gather_ab[j], b), lanes.from_c[j],
                                             lanes.gather_c[j], cc);
       const __m512 xv = _mm512_loadu_ps(x + ch);
-      __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(w + 3 * c + ch), xv);
-      for (int j = 0; j < 3; ++j) acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + j * c + ch), tap[j], acc);
+      // conv_silu_range's order and operations (a multiply, then an add; no
+      // FMA): a decode step gives the bits of that token in a prompt.
+      __m512 acc = _mm512_setzero_ps();
+      for (int j = 0; j < 3; ++j) acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(w + j * c + ch), tap[j]));
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(w + 3 * c + ch), xv));
       _mm512_storeu_ps(y + ch, acc);
       // present = (tap 1, tap 2, x) per channel
       for (int r = 0; r < 3; ++r)

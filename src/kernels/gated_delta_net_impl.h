@@ -78,8 +78,11 @@ void conv_silu_range(const GatedDeltaShape& s, const GatedDeltaTensors& t, int64
       float* present = t.conv_present + row * c * st;
       float* y = xc + row * c;
       for (int64_t ch = c0; ch < c1; ++ch) {
-        float acc = t.conv_w_t[st * c + ch] * x[ch];
+        // The taps in the prompt path's order (oldest first, from 0): the same
+        // bits, so a decode step equals that token inside a prompt or verify run.
+        float acc = 0;
         for (int64_t j = 0; j < st; ++j) acc += t.conv_w_t[j * c + ch] * past[ch * st + j];
+        acc += t.conv_w_t[st * c + ch] * x[ch];
         y[ch] = acc;
         for (int64_t j = 0; j + 1 < st; ++j) present[ch * st + j] = past[ch * st + j + 1];
         if (st > 0) present[ch * st + st - 1] = x[ch];
