@@ -283,6 +283,50 @@ TEST(Bench, SpeculationCeilingCountsTokensPerRun) {
   EXPECT_THROW(measure::run_bench({golden_model_dir()}, o), Error);  // batch 1 only
 }
 
+TEST(TimeProfile, PlacesFoldLayerNumbersAndDropTheNodesOwnName) {
+  EXPECT_EQ(measure::node_place("/model/layers.13/linear_attn/in_proj/MatMul_Q4"), "layers.N/linear_attn/in_proj");
+  EXPECT_EQ(measure::node_place("/model/layers.3/attn/GroupQueryAttention"), "layers.N/attn");
+  EXPECT_EQ(measure::node_place("/lm_head/MatMul_Q4"), "lm_head");
+  EXPECT_EQ(measure::node_place("/model/layers.x7/mlp/Mul"), "layers.x7/mlp");  // not a layer number
+  EXPECT_EQ(measure::node_place("MatMulNBits_fused_42"), "MatMulNBits_fused_42");  // ORT's own names stay
+}
+
+// --profile: the runs are grouped by the positions they fed (the prompt, the
+// verify runs of k + 1 = 4, the feed's one-token run), each group's shares
+// adding up to its kernel time.
+TEST(Bench, ProfileGroupsRunsByPositions) {
+  BenchOptions o = small_options();
+  o.warmup = 1;
+  o.runs = 1;
+  o.gen_tokens = 2 + 4 * 2;  // the feed's token, then 2 rounds of 1 + 3
+  o.speculation[0] = {.method = measure::BenchSpeculation::Method::Ceiling, .draft_tokens = 3};
+  o.profile = true;
+  BenchReport r = measure::run_bench({golden_model_dir()}, o);
+  const std::vector<measure::RunGroup>& groups = r.models.at(0).time_profile;
+  ASSERT_EQ(groups.size(), 3u) << measure::to_markdown(r);
+  EXPECT_EQ(groups[0].positions, o.prompt_tokens);
+  EXPECT_EQ(groups[0].runs, 2);  // the warm-up's prompt and the run's
+  EXPECT_EQ(groups[1].positions, 4);
+  EXPECT_EQ(groups[1].runs, 4);
+  EXPECT_EQ(groups[2].positions, 1);
+  EXPECT_EQ(groups[2].runs, 2);
+  for (const measure::RunGroup& g : groups) {
+    double place = 0, op = 0, ms = 0;
+    for (const auto& s : g.by_place) place += s.share, ms += s.ms_per_run;
+    for (const auto& s : g.by_op) op += s.share;
+    EXPECT_NEAR(place, 1.0, 1e-9);
+    EXPECT_NEAR(op, 1.0, 1e-9);
+    EXPECT_NEAR(ms, g.kernel_ms, 1e-6 * g.kernel_ms);
+    EXPECT_GT(g.kernel_ms, 0);
+    EXPECT_LE(g.kernel_ms, g.run_ms * 1.0001);  // one thread: nodes run one after another inside the run
+    bool linear_attn = false;
+    for (const auto& s : g.by_place) linear_attn = linear_attn || s.key == "layers.N/linear_attn";
+    EXPECT_TRUE(linear_attn) << "the fused Gated DeltaNet node's place";
+  }
+  EXPECT_NE(measure::to_markdown(r).find("### runs of 4 positions per row: 4 runs"), std::string::npos);
+  EXPECT_EQ(measure::to_json(r)["models"][0]["time_profile"][1]["positions"], 4);
+}
+
 TEST(Bench, RejectsImpossibleOptions) {
   BenchOptions o = small_options();
   o.runs = 0;

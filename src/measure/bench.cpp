@@ -73,8 +73,13 @@ class Bench {
     // the decoder's threads sleep between runs (EngineOptions::idle_threads_sleep).
     using M = BenchSpeculation::Method;
     const bool head = speculation.method == M::Mtp || speculation.method == M::MtpCeiling;
-    model_ = Model::load(dir, RuntimeOptions{.intra_op_threads = o.threads, .kernels = kernels, .ep = ep,
-                                             .session_config = session_config, .idle_threads_sleep = head});
+    RuntimeOptions runtime{.intra_op_threads = o.threads, .kernels = kernels, .ep = ep,
+                           .session_config = session_config, .idle_threads_sleep = head};
+    if (o.profile) {
+      profile_folder_ = std::make_unique<ProfileFolder>();
+      runtime.profile_prefix = (profile_folder_->path / "ort").string();
+    }
+    model_ = Model::load(dir, runtime);
     info_.ep = execution_provider_name(model_->ep());
     info_.label = model_label(dir);
     // What ran it: deltagen's or ORT's CPU kernels, or a device provider.
@@ -104,6 +109,11 @@ class Bench {
   }
 
   BenchModel& info() { return info_; }
+
+  // With --profile: stops the profiler and reads where the time went.
+  void read_profile() {
+    if (profile_folder_) info_.time_profile = group_runs(read_ort_profile(model_->end_profiling()));
+  }
 
   // One run from an empty state; `what` names it on the progress line.
   BenchRun run(Progress& progress, const std::string& what) {
@@ -210,6 +220,7 @@ class Bench {
   BenchOptions options_;
   BenchSpeculation speculation_;
   BenchModel info_;
+  std::unique_ptr<ProfileFolder> profile_folder_;  // before model_: removed after the session ends
   std::unique_ptr<Model> model_;
   std::unique_ptr<Generator> generator_;
   std::vector<int64_t> prompt_;  // [batch, N]
@@ -324,6 +335,7 @@ BenchReport run_bench(const std::vector<fs::path>& dirs, const BenchOptions& opt
   progress.done();
 
   for (auto& b : benches) {
+    b->read_profile();
     b->info().stats = stats_of(b->info(), options);
     report.models.push_back(std::move(b->info()));
   }
@@ -413,6 +425,10 @@ std::string to_markdown(const BenchReport& r) {
     out += "| " + tg + " | " + fmt("%.3f", r.gen_ratio.geomean) + " | " + fmt("%.3f", r.gen_ratio.min) + " | " +
            fmt("%.3f", r.gen_ratio.max) + " |\n";
   }
+  for (const BenchModel& m : r.models)
+    if (!m.time_profile.empty())
+      out += "\n## Where the time goes: " + m.label + " (ONNX Runtime's profile, warm-ups included; it slows every node a"
+             " little)\n" + time_profile_markdown(m.time_profile);
   return out;
 }
 
@@ -505,6 +521,7 @@ nlohmann::json to_json(const BenchReport& r) {
                              {"foreign_cpu_pct", to_json(s.foreign_cpu_pct)},
                              {"decode_weight_gbps", s.decode_weight_gbps},
                              {"bandwidth_efficiency", s.bandwidth_efficiency}}}});
+    if (!m.time_profile.empty()) j["models"].back()["time_profile"] = time_profile_json(m.time_profile);
     if (s.tokens_per_run > 0)
       j["models"].back()["summary"]["speculation"] = {
           {"tokens_per_run", s.tokens_per_run}, {"kept_share", s.kept_share}, {"run_ms", s.run_ms},

@@ -36,6 +36,7 @@
 #include "measure/graph_facts.h"
 #include "measure/meters.h"
 #include "measure/stats.h"
+#include "measure/time_profile.h"
 #include "runtime/kernel_options.h"
 
 namespace deltagen::measure {
@@ -78,6 +79,11 @@ struct BenchOptions {
   // `ceiling` guesses k tokens every round and keeps them all: the speed of a
   // drafter that is always right (the output is not the model's).
   BenchSpeculation speculation[2];
+  // ONNX Runtime's profiler on for every run (warm-ups too): where the time
+  // goes, per group of runs of the same positions (measure/time_profile.h).
+  // It slows every node a little: the speed figures of such a run are not
+  // the model's.
+  bool profile = false;
 };
 
 // Throws Error for values no benchmark can run with.
@@ -124,6 +130,7 @@ struct BenchModel {
   int64_t load_rss_bytes = 0;      // VmRSS growth during the load
   std::vector<BenchRun> runs;      // measured runs, in order (warm-ups are not kept)
   BenchStats stats;
+  std::vector<RunGroup> time_profile;  // with BenchOptions::profile
 };
 
 struct BenchPair {

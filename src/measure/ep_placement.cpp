@@ -20,20 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-// The profile goes to a private temp folder, removed however the measurement ends.
-struct TempFolder {
-  fs::path path;
-  TempFolder() {
-    std::string tmpl = (fs::temp_directory_path() / "deltagen-profile-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) fail(tmpl, "cannot create a temporary folder");
-    path = tmpl;
-  }
-  ~TempFolder() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 std::string counts_text(const std::map<std::string, int64_t>& counts) {
   std::vector<std::pair<std::string, int64_t>> sorted(counts.begin(), counts.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -120,7 +106,7 @@ EpPlacement measure_ep_placement(const fs::path& model_dir, ExecutionProvider ep
   out.prompt_tokens = options.prompt_tokens;
   out.decode_steps = options.decode_steps;
 
-  TempFolder folder;
+  ProfileFolder folder;  // removed however the measurement ends
   RuntimeOptions runtime{.intra_op_threads = options.threads, .ep = ep};
   runtime.profile_prefix = (folder.path / "ort").string();
   std::unique_ptr<Model> model;

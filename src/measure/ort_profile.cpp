@@ -1,5 +1,7 @@
 #include "measure/ort_profile.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <fstream>
 
@@ -71,7 +73,7 @@ std::vector<ProfiledRun> parse_ort_profile(const json& events) {
     const json& args = e.contains("args") ? e["args"] : json::object();
     ProfiledNode node{name.substr(0, name.size() - kKernelTime.size()), arg(args, "op_name"), arg(args, "provider"),
                       type_shapes(args.value("input_type_shape", json())),
-                      type_shapes(args.value("output_type_shape", json()))};
+                      type_shapes(args.value("output_type_shape", json())), e.value("dur", 0.0)};
     timed[size_t(run - runs.data())].emplace_back(e.value("ts", 0.0), std::move(node));
   }
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -79,6 +81,17 @@ std::vector<ProfiledRun> parse_ort_profile(const json& events) {
     for (auto& [ts, node] : timed[i]) runs[i].nodes.push_back(std::move(node));
   }
   return runs;
+}
+
+ProfileFolder::ProfileFolder() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "deltagen-profile-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) fail(tmpl, "cannot create a temporary folder");
+  path = tmpl;
+}
+
+ProfileFolder::~ProfileFolder() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
 }
 
 std::vector<ProfiledRun> read_ort_profile(const std::filesystem::path& file) {

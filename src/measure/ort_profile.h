@@ -25,12 +25,22 @@ struct ProfiledNode {
   std::string op;        // op type, e.g. "MatMulNBits"
   std::string provider;  // "CPUExecutionProvider", "WebGpuExecutionProvider", ...
   std::string inputs, outputs;  // "float16[1,1,64], int64[1]"
+  double dur_us = 0;            // the kernel's time in this run
 };
 
 struct ProfiledRun {
   double start_us = 0, end_us = 0;
   std::vector<ProfiledNode> nodes;  // in the order they ran
   int64_t device_events = 0;        // events of the EP's own profiler inside this run
+};
+
+// A private temporary folder for a profile, removed however the measurement ends.
+struct ProfileFolder {
+  std::filesystem::path path;
+  ProfileFolder();
+  ~ProfileFolder();
+  ProfileFolder(const ProfileFolder&) = delete;
+  ProfileFolder& operator=(const ProfileFolder&) = delete;
 };
 
 // One entry per model_run, in order; node and device events are given to the

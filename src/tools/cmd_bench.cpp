@@ -8,6 +8,8 @@
 //                --vs-draft-tokens for B): decode with guesses, batch 1; ceiling keeps k guesses
 //                every round (a drafter that is always right: the speed limit, docs/speculative.md),
 //                mtp-ceiling keeps every guess of the MTP head (the limit with its drafting cost)
+//                [--profile] (ONNX Runtime's profiler on: where the time goes, per group of runs of
+//                the same positions, by place in the model and by op type; measure/time_profile.h)
 //                [--json | --markdown] [--json-out FILE]
 #include <unistd.h>
 
@@ -24,7 +26,7 @@
 namespace deltagen {
 
 int cmd_bench(int argc, char** argv) {
-  Args args(argc, argv, {"json", "markdown"});
+  Args args(argc, argv, {"json", "markdown", "profile"});
   measure::BenchOptions o;
   std::vector<std::filesystem::path> dirs = {args.require("model")};
   const auto vs = args.get("vs");
@@ -53,6 +55,7 @@ int cmd_bench(int argc, char** argv) {
   }
   o.session_config[0] = get_session_config_flag(args, "session-config");
   o.session_config[1] = get_session_config_flag(args, "vs-session-config");
+  o.profile = args.flag("profile");
   const bool as_json = args.flag("json"), as_markdown = args.flag("markdown");
   const auto json_out = args.get("json-out");
   args.finish();
