@@ -11,9 +11,11 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
 
 #include "checkpoint/checkpoint.h"
 #include "deltagen/error.h"
+#include "graph/model_summary.h"
 #include "models/build.h"
 #include "reference/qwen35_reference.h"
 #include "runtime/generation.h"
@@ -164,6 +166,7 @@ TEST(MtpDraft, AfterRoundsThatKeepEveryGuessTheGuessesAreTheReferenceHeads) {
     ref.forward(Ids(context.begin(), context.end() - 1), state, &trace);
     const Matrix64 hidden = ref.final_norm(trace.hidden.back());
     ReferenceMtpState ms = ref.new_mtp_state();
+    Matrix64 head_hidden;
     const Matrix64 logits = ref.mtp_forward(Ids(context.begin() + 1, context.end()), hidden, ms);
     EXPECT_TRUE(is_argmax(logits.row(logits.rows - 1), vocab, r.generated_ids[4 * round + 1], 1e-3));
   }
@@ -288,6 +291,101 @@ TEST(MtpDraft, AModelWithoutAHeadOrAHeadOfAnotherModelIsNamed) {
   test::expect_error([&] { generate_rows(gen2, std::vector<Ids>{{1, 2, 3}}, spec, nullptr, {}); },
                      "mtp.onnx: the head reads hidden states " + std::to_string(2 * ck->config().hidden_size) +
                          " wide, the decoder writes " + std::to_string(ck->config().hidden_size));
+}
+
+// The raw bytes of an inline initializer of an ONNX file (the tiny models' weights).
+std::string initializer_bytes(const fs::path& file, const std::string& name) {
+  const onnx::ModelProto m = graph::load_model_proto(file);
+  for (const auto& t : m.graph().initializer())
+    if (t.name() == name) return t.raw_data();
+  ADD_FAILURE() << file << " has no initializer " << name;
+  return "";
+}
+
+// --mtp-draft-vocab N: the head's lm_head keeps the first N rows, so its
+// guesses are the reference head's argmax over the first N ids (fp32), and
+// in int4 its rows are the full head's first quantized rows, byte for byte
+// (tied too, where the full head is the embedding's table); the loop's output
+// is still the plain loop's; N beyond the vocabulary, or no head, is one line.
+TEST(MtpDraft, ADraftVocabularyGuessesAmongItsFirstIdsAndTheOutputStaysExact) {
+  test::TempDir tmp;
+  ModelConfig tied_config = synth_preset("tiny");
+  tied_config.tie_word_embeddings = true;
+  tied_config.mtp_num_hidden_layers = 1;
+  SynthOptions so;
+  so.seed = 6;
+  so.dtype = DType::F32;
+  write_synthetic_checkpoint(tied_config, so, tmp / "tied-ck");
+  auto ck = Checkpoint::open(built().checkpoint);
+  const int64_t vocab = ck->config().vocab_size, draft_vocab = vocab / 4;
+  BuildOptions o;
+  o.context_length = 256;
+  o.show_progress = false;
+  struct Case {
+    fs::path checkpoint;
+    Precision precision;
+    const char* name;
+  };
+  for (const Case& c : {Case{built().checkpoint, Precision::Fp32, "fp32"}, Case{tmp / "tied-ck", Precision::Fp32, "tied-fp32"},
+                        Case{built().checkpoint, Precision::Int4, "int4"}, Case{tmp / "tied-ck", Precision::Int4, "tied-int4"}}) {
+    SCOPED_TRACE(c.name);
+    auto cc = Checkpoint::open(c.checkpoint);
+    o.precision = c.precision;
+    o.mtp_draft_vocab = draft_vocab;
+    const fs::path dir = tmp / c.name;
+    build_model(*cc, o, dir);
+    std::ifstream config_file(dir / "genai_config.json");
+    EXPECT_EQ(nlohmann::json::parse(config_file)["model"]["mtp"]["draft_vocab_size"], draft_vocab);
+    auto model = Model::load(dir, {.intra_op_threads = 1});
+    const Ids run = {5, 17, 300, 42, 7, 99, 123, 256};
+    if (c.precision == Precision::Fp32) {
+      Generator gen(*model, 1, 64);
+      const size_t hidden_output = gen.fetch_output(MtpDrafter::kDecoderHidden);
+      MtpDrafter drafter(*model, 1, 64);
+      gen.run_row(0, run, false);
+      drafter.observe(0, 0, static_cast<const std::byte*>(gen.fetched(hidden_output).GetTensorRawData()),
+                      int64_t(run.size()));
+      Ids context = run;
+      context.push_back(11);
+      const Ids guesses = drafter.draft(0, context, 1);
+      ASSERT_EQ(guesses.size(), 1u);
+      EXPECT_LT(guesses[0], draft_vocab);
+      const ReferenceModel ref(*cc);
+      ReferenceState state = ref.new_state();
+      ReferenceTrace trace;
+      ref.forward(run, state, &trace);
+      ReferenceMtpState ms = ref.new_mtp_state();
+      Matrix64 head_hidden;
+      const Matrix64 logits =
+          ref.mtp_forward(Ids(context.begin() + 1, context.end()), ref.final_norm(trace.hidden.back()), ms, &head_hidden);
+      EXPECT_TRUE(is_argmax(logits.row(logits.rows - 1), draft_vocab, guesses[0], 1e-3));
+    } else {
+      o.mtp_draft_vocab = 0;
+      build_model(*cc, o, tmp / (std::string(c.name) + "-full"));
+      const fs::path full = tmp / (std::string(c.name) + "-full") / "mtp.onnx";
+      for (const char* part : {"_Q4", "_scales"}) {
+        const std::string all = initializer_bytes(full, std::string("lm_head.MatMul.weight") + part);
+        const std::string kept = initializer_bytes(dir / "mtp.onnx", std::string("lm_head.MatMul.weight") + part + "_draft");
+        EXPECT_EQ(kept.size() * size_t(vocab), all.size() * size_t(draft_vocab)) << part;
+        EXPECT_EQ(kept, all.substr(0, kept.size())) << part;
+      }
+    }
+    GenerationOptions plain = test::speculative_options(16);
+    GenerationOptions spec = plain;
+    spec.speculative.method = SpeculativeMethod::Mtp;
+    Generator a(*model, 1, 64), b(*model, 1, 64);
+    const std::vector<Ids> feeds = {run};
+    const GenerationResult got = generate_rows(b, feeds, spec, nullptr, {}).at(0);
+    EXPECT_EQ(got.generated_ids, generate_rows(a, feeds, plain, nullptr, {}).at(0).generated_ids);
+    EXPECT_GT(got.verify_runs, 0);
+  }
+  o.precision = Precision::Fp32;
+  o.mtp_draft_vocab = vocab + 1;
+  test::expect_error([&] { build_model(*ck, o, tmp / "too-many"); }, "is more than the vocabulary's");
+  EXPECT_FALSE(fs::exists(tmp / "too-many" / "model.onnx"));
+  o.mtp_draft_vocab = 16;
+  o.mtp = false;
+  test::expect_error([&] { build_model(*ck, o, tmp / "no-head"); }, "builds no multi-token-prediction head");
 }
 
 TEST(MtpDraft, TheCliTakesItAndAModelWithoutAHeadIsOneLine) {

@@ -77,6 +77,8 @@ void add_mtp_section(const ModelConfig& cfg, const BuildOptions& opts, nlohmann:
   model["mtp"] = {{"filename", kMtpFile},
                   {"session_options", {{"log_id", "onnxruntime-genai"}, {"provider_options", provider_options(opts.target)}}},
                   {"num_hidden_layers", cfg.mtp_num_hidden_layers},
+                  {"draft_vocab_size", opts.mtp_draft_vocab > 0 ? std::min(opts.mtp_draft_vocab, cfg.vocab_size)
+                                                                : cfg.vocab_size},
                   {"inputs",
                    {{"input_ids", io::kInputIds},
                     {"hidden_states", io::kHiddenStates},
@@ -239,6 +241,14 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
 
   if (opts.vision && !ckpt.has_vision())
     fail("--vision", ckpt.dir().string() + " has no vision tower (config.json's vision_config and visual.* tensors)");
+
+  if (opts.mtp_draft_vocab > 0) {
+    if (!builds_mtp_head(ckpt, opts) || opts.exclude_lm_head)
+      fail("--mtp-draft-vocab", ckpt.dir().string() + " builds no multi-token-prediction head (mtp.* tensors)");
+    if (opts.mtp_draft_vocab > ckpt.config().vocab_size)
+      fail("--mtp-draft-vocab", std::to_string(opts.mtp_draft_vocab) + " is more than the vocabulary's " +
+                                    std::to_string(ckpt.config().vocab_size) + " tokens");
+  }
 
   // Calibration and the mixed plan run before anything is written.
   const QuantRecipe recipe = prepare_quantization(ckpt, opts, plan_precision(opts));

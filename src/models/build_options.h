@@ -90,6 +90,11 @@ struct BuildOptions {
   // outputs hidden_states [B,S,H] after its final norm, every position of a
   // run: what the head reads (docs/speculative.md).
   bool mtp = true;
+  // --mtp-draft-vocab N: the head's lm_head keeps the first N token ids only
+  // (0: all). A guess then reads N rows instead of the whole vocabulary
+  // (0.8B int4: 127 MB -> 16 MB at N = 32768) and can only be one of them;
+  // the decoder's verification keeps the output exactly the model's.
+  int64_t mtp_draft_vocab = 0;
   // --vision: a VL checkpoint also gets vision.onnx and embedding.onnx, and
   // the decoder takes inputs_embeds and 3-D (T, H, W) position_ids [3, B, S]
   // for the interleaved M-RoPE (onnxruntime-genai's VL layout,

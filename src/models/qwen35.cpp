@@ -317,7 +317,7 @@ std::string Graph::keep_last_positions(const std::string& x, const std::string& 
             dtype_of(x));  // [B, n or S, H]
 }
 
-void Graph::lm_head(const std::string& normed) {
+void Graph::lm_head(const std::string& normed, int64_t vocab) {
   std::string x = normed;
   if (keeps_logits() && !slice_before_final_norm()) x = keep_last_positions(x, "normed");
   if (opts_.prune_lm_head) {
@@ -328,6 +328,7 @@ void Graph::lm_head(const std::string& normed) {
            dtype_of(x));  // [B, 1, H]
   }
   const std::string tensor = ckpt_.lm_head_name();
+  if (vocab > 0 && vocab < cfg_.vocab_size) return draft_lm_head(x, vocab);
   if (shared_head_) {
     const quant::BlockFormat& f = plan_.lm_head.block;
     matmul_nbits("/lm_head", x, *shared_head_, f.bits, f.block_size, io::kLogits);
@@ -343,6 +344,35 @@ void Graph::lm_head(const std::string& normed) {
   } else {
     matmul("/lm_head", x, {tensor}, plan_.lm_head, io::kLogits);
   }
+}
+
+// The first `vocab` rows of the head, stored apart from the full table (which
+// the embedding still needs whole): the same quantized rows, or the same
+// float columns, as the full head's, so the kept logits are the full head's.
+void Graph::draft_lm_head(const std::string& x, int64_t vocab) {
+  const std::string tensor = ckpt_.lm_head_name(), node_name = "/lm_head/MatMul", suffix = "_draft";
+  const WeightFormat format = shared_head_ ? plan_.lm_head : recipe_.format_for({tensor}, plan_.lm_head);
+  if (format.quantized) {
+    const quant::BlockFormat& f = format.block;
+    // Quantized again, not taken from a table shared with the embedding: a
+    // weight's bytes are produced once, for one initializer. The same tensor,
+    // format and fit give the same rows.
+    const QuantizedWeight all =
+        quantized_weight(ckpt_, {tensor}, weight_name_for(node_name), f, run_dtype("MatMulNBits"), opts_.threads,
+                         recipe_.fit_for({tensor}, run_dtype("MatMulNBits")));
+    const QuantizedWeight kept = first_rows(all, vocab, suffix);
+    weight(kept.packed);
+    weight(kept.scales);
+    if (!f.symmetric) weight(kept.zero_points);
+    matmul_nbits("/lm_head", x, kept, f.bits, f.block_size, io::kLogits);
+    return;
+  }
+  const DataType wdt = format.float_dtype;
+  const DataType dt = wdt == plan_.activations ? run_dtype("MatMul") : graph::kFloat;
+  const graph::Initializer all = matmul_weight(ckpt_, {tensor}, weight_name_for(node_name), wdt, opts_.threads);
+  const std::string w = weight(first_columns(all, vocab, all.name + suffix));
+  node("MatMul", node_name, {cast(x, dt, node_name + "/input_0/Cast"), cast(w, dt, node_name + "/weight/Cast")}, {}, "",
+       {dt}, {io::kLogits});
 }
 
 }  // namespace qwen35

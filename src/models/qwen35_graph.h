@@ -130,7 +130,10 @@ class Graph {
   std::string embed_tokens();
   std::pair<std::string, std::string> final_norm(const std::string& x, const std::string& residual);
   void layer_outputs(const std::vector<std::string>& streams);  // --layer-outputs
-  void lm_head(const std::string& x);
+  // vocab > 0: only the first `vocab` rows of the head (the MTP head's draft
+  // vocabulary, BuildOptions::mtp_draft_vocab); 0: all of them.
+  void lm_head(const std::string& x, int64_t vocab = 0);
+  void draft_lm_head(const std::string& x, int64_t vocab);
   bool tied() const;
   bool quantized_embedding() const;
 

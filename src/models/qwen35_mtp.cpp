@@ -12,6 +12,8 @@
 //
 // The embedding table and lm_head are the decoder build's own forms (float,
 // or block-quantized with the lm_head's format), stored again in this file.
+#include <algorithm>
+
 #include "deltagen/error.h"
 #include "models/qwen35.h"
 #include "models/qwen35_graph.h"
@@ -58,9 +60,13 @@ void Graph::build_mtp() {
   auto [hidden_out, unused] = skip_norm("/mtp/norm/SkipLayerNorm", mlp_out, sum, "mtp.norm.weight", false,
                                         io::kMtpHiddenOut);
   (void)unused;
-  lm_head(hidden_out);
+  // A draft vocabulary: the head's guesses come from the first ids only
+  // (the frequent ones in a BPE vocabulary), which reads a fraction of the
+  // 248k-row lm_head per guess; verification keeps the output exact.
+  const int64_t vocab = opts_.mtp_draft_vocab > 0 ? std::min(opts_.mtp_draft_vocab, cfg_.vocab_size) : cfg_.vocab_size;
+  lm_head(hidden_out, vocab);
 
-  b_.output(io::kLogits, dtype_of(io::kLogits), {kBatch, Dim(int64_t(1)), cfg_.vocab_size});
+  b_.output(io::kLogits, dtype_of(io::kLogits), {kBatch, Dim(int64_t(1)), vocab});
   b_.output(io::kMtpHiddenOut, dtype_of(io::kMtpHiddenOut), {kBatch, kSeq, H});
   const std::vector<Dim> present = {kBatch, cfg_.num_key_value_heads, kTotal, cfg_.head_dim};
   b_.output(io::present_key(0), dtype_of(io::present_key(0)), present);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -247,6 +248,47 @@ graph::Initializer computed_weight(const std::string& name, const std::vector<in
   init.dims = dims;
   init.produce = [values = std::move(values), dtype]() mutable { return to_weight_buffer(std::move(values), dtype); };
   return init;
+}
+
+graph::Initializer first_rows(const graph::Initializer& w, int64_t rows, const std::string& name) {
+  if (w.dims.empty() || rows < 1 || rows > w.dims[0])
+    fail(name, "cannot keep " + std::to_string(rows) + " rows of " + w.name);
+  graph::Initializer out = w;
+  out.name = name;
+  out.dims[0] = rows;
+  const size_t bytes = size_t(out.nbytes());
+  out.produce = [produce = w.produce, bytes]() -> graph::WeightBuffer {
+    const graph::WeightBuffer all = produce();
+    return std::vector<uint8_t>(all.bytes(), all.bytes() + bytes);  // rows are contiguous: a prefix
+  };
+  return out;
+}
+
+graph::Initializer first_columns(const graph::Initializer& w, int64_t columns, const std::string& name) {
+  if (w.dims.size() != 2 || columns < 1 || columns > w.dims[1])
+    fail(name, "cannot keep " + std::to_string(columns) + " columns of " + w.name);
+  graph::Initializer out = w;
+  out.name = name;
+  out.dims[1] = columns;
+  const size_t element = size_t(graph::tensor_nbytes(w.dtype, 1)), row_in = size_t(w.dims[1]) * element,
+               row_out = size_t(columns) * element, rows = size_t(w.dims[0]);
+  out.produce = [produce = w.produce, element, row_in, row_out, rows]() -> graph::WeightBuffer {
+    (void)element;
+    const graph::WeightBuffer all = produce();
+    std::vector<uint8_t> kept(rows * row_out);
+    for (size_t r = 0; r < rows; ++r) std::memcpy(kept.data() + r * row_out, all.bytes() + r * row_in, row_out);
+    return kept;
+  };
+  return out;
+}
+
+QuantizedWeight first_rows(const QuantizedWeight& w, int64_t n, const std::string& suffix) {
+  QuantizedWeight out = w;
+  out.n = n;
+  out.packed = first_rows(w.packed, n, w.packed.name + suffix);
+  out.scales = first_rows(w.scales, n, w.scales.name + suffix);
+  if (!w.zero_points.name.empty()) out.zero_points = first_rows(w.zero_points, n, w.zero_points.name + suffix);
+  return out;
 }
 
 }  // namespace deltagen

@@ -46,6 +46,15 @@ QuantizedWeight quantized_weight(const Checkpoint& ckpt, const std::vector<std::
                                  const std::string& name, const quant::BlockFormat& format,
                                  graph::DataType scale_dtype, int threads, const quant::FitOptions& fit = {});
 
+// The first `rows` rows of a weight stored row-major along its first
+// dimension (a MatMulNBits weight's packed bytes, scales or zero points,
+// whose rows are output features), under `name`; produced from `w`.
+graph::Initializer first_rows(const graph::Initializer& w, int64_t rows, const std::string& name);
+// The first `columns` columns of a [K, N] MatMul weight, under `name`.
+graph::Initializer first_columns(const graph::Initializer& w, int64_t columns, const std::string& name);
+// A MatMulNBits weight's first n output rows (its initializers renamed with `suffix`).
+QuantizedWeight first_rows(const QuantizedWeight& w, int64_t n, const std::string& suffix);
+
 // A small weight computed at build time, stored as `dtype`.
 graph::Initializer computed_weight(const std::string& name, const std::vector<int64_t>& dims,
                                    std::vector<float> values, graph::DataType dtype);

@@ -9,6 +9,7 @@
 //   graph I/O   --exclude-embeds   --exclude-lm-head   --prune-lm-head
 //               --layer-outputs (hidden_states.0..N: the residual stream between layers)
 //               --no-mtp (leave a checkpoint's multi-token-prediction head out: no mtp.onnx)
+//               --mtp-draft-vocab N (the head guesses among the first N token ids only; 0: all)
 //   images      --vision (VL checkpoints: vision.onnx + embedding.onnx, and a decoder taking
 //               inputs_embeds and 3-D position_ids: onnxruntime-genai's VL layout)
 //               --vision-precision fp32|int8|int4 (the tower's Linear weights; fp32)
@@ -108,6 +109,8 @@ BuildOptions build_options_from_args(Args& args) {
   o.prune_lm_head = args.flag("prune-lm-head");
   o.layer_outputs = args.flag("layer-outputs");
   o.mtp = !args.flag("no-mtp");
+  o.mtp_draft_vocab = args.get_int("mtp-draft-vocab", o.mtp_draft_vocab);
+  if (o.mtp_draft_vocab < 0) fail("--mtp-draft-vocab", "expected a token count >= 0, got " + std::to_string(o.mtp_draft_vocab));
   o.vision = args.flag("vision");
   if (auto v = args.get("vision-precision")) o.vision_precision = parse_precision(*v, "vision-precision");
 
