@@ -272,8 +272,7 @@ graph::Initializer first_columns(const graph::Initializer& w, int64_t columns, c
   out.dims[1] = columns;
   const size_t element = size_t(graph::tensor_nbytes(w.dtype, 1)), row_in = size_t(w.dims[1]) * element,
                row_out = size_t(columns) * element, rows = size_t(w.dims[0]);
-  out.produce = [produce = w.produce, element, row_in, row_out, rows]() -> graph::WeightBuffer {
-    (void)element;
+  out.produce = [produce = w.produce, row_in, row_out, rows]() -> graph::WeightBuffer {
     const graph::WeightBuffer all = produce();
     std::vector<uint8_t> kept(rows * row_out);
     for (size_t r = 0; r < rows; ++r) std::memcpy(kept.data() + r * row_out, all.bytes() + r * row_in, row_out);
