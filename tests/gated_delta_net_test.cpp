@@ -221,11 +221,12 @@ TEST(GatedDeltaNet, ThreadsGiveBitIdenticalResults) {
 // 16-token blocks) and the loops' token-by-token one (odd dims); the conv's
 // decode paths (K = 4 on AVX-512, any K in the loops) against its prompt path.
 TEST(GatedDeltaNet, ATokenRunIsItsTokensOneByOne) {
-  const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512};
-  std::mt19937 rng(13);
-  kernels::ThreadPool pool(2);
+  // {batch 1, seq, nk, nv, dk, dv, K}
   const GatedDeltaShape shapes[] = {{1, 4, 2, 2, 128, 128, 4}, {1, 37, 1, 2, 16, 16, 4}, {1, 5, 1, 2, 9, 7, 3},
                                     {1, 17, 2, 4, 32, 64, 1}, {1, 6, 3, 3, 16, 16, 4}};
+  const test::LevelsUnderTest levels{kernels::KernelLevel::Scalar, kernels::KernelLevel::Avx2, kernels::KernelLevel::Avx512};
+  kernels::ThreadPool pool(2);
+  std::mt19937 rng(14);
   for (const auto& s : shapes) {
     const Inputs in = random_inputs(s, rng);
     const int64_t c = s.conv_dim(), zw = s.nv * s.dv;
