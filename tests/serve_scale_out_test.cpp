@@ -3,6 +3,7 @@
 // trained model of serve_process.h:
 //   ServeRouter.HealthFollowsLoadingServingDraining  /health 503 while loading and
 //       while draining after SIGTERM; a stream in flight still finishes
+//   ServeRouter.AModelThatDoesNotLoadEndsTheServer   exit 1 with the error, no hang
 //   ServeRouter.RequestIdVersionModelsAndRender      x-request-id, /version, /v1/models'
 //       vLLM fields, the /render twins (ids = what the real endpoint runs,
 //       the same errors)
@@ -191,6 +192,18 @@ TEST(ServeRouter, HealthFollowsLoadingServingDraining) {
   const std::optional<int> exit = s.wait(std::chrono::seconds(30));
   ASSERT_TRUE(exit.has_value()) << s.log();
   EXPECT_EQ(*exit, 0) << s.log();
+}
+
+// The server listens before it loads: a model that fails to load must still
+// end the process (its HTTP thread stopped however early), with the error.
+TEST(ServeRouter, AModelThatDoesNotLoadEndsTheServer) {
+  test::TempDir tmp;
+  const std::string cmd = "timeout -k 2 20 " + test::shell_quote(DELTAGEN_CLI) + " serve --model " +
+                          test::shell_quote((tmp / "missing").string()) + " --port 0 >/dev/null 2>" +
+                          test::shell_quote((tmp / "err").string());
+  const int status = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << "124: it hung; " << test::read_text(tmp / "err");
+  EXPECT_NE(test::read_text(tmp / "err").find("model folder not found"), std::string::npos) << test::read_text(tmp / "err");
 }
 
 TEST(ServeRouter, RequestIdVersionModelsAndRender) {

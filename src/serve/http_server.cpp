@@ -183,6 +183,10 @@ struct HttpServer::Impl {
 
   std::atomic<Service*> attached{nullptr};
   std::atomic<Phase> phase{Phase::Loading};
+  // run() and stop() may come from two threads in either order (a model
+  // that fails to load stops a server whose thread has barely started):
+  // cpp-httplib's stop() does nothing before its listen loop runs.
+  std::atomic<bool> run_called{false}, run_returned{false}, stop_requested{false};
   HttpOptions options;
   httplib::Server server;
 
@@ -384,9 +388,20 @@ int HttpServer::bind() {
   return o.port;
 }
 
-void HttpServer::run() { impl_->server.listen_after_bind(); }
+void HttpServer::run() {
+  impl_->run_called = true;
+  if (!impl_->stop_requested) impl_->server.listen_after_bind();
+  impl_->run_returned = true;
+}
 
-void HttpServer::stop() { impl_->server.stop(); }
+void HttpServer::stop() {
+  Impl& i = *impl_;
+  i.stop_requested = true;
+  // A run() on its way into the listen loop: wait until it is in (or out), at most 5 s.
+  for (int k = 0; k < 5000 && i.run_called && !i.run_returned && !i.server.is_running(); ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  i.server.stop();
+}
 
 void HttpServer::attach(Service& service) {
   impl_->attached.store(&service);
