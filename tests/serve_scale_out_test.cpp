@@ -478,7 +478,9 @@ TEST(ServeScaleOut, PickerPrefersTheIdleReplicaAndKeepsAPrefixOnOne) {
   bool skewed = false;
   for (int i = 0; i < 400 && !skewed; ++i) {  // until the load shows in the metrics (4 s at most)
     const auto m0 = parse_metrics(get(bases[0], "/metrics").body), m1 = parse_metrics(get(bases[1], "/metrics").body);
-    skewed = series(m0, "vllm:num_requests_waiting") == 2 && series(m1, "vllm:num_requests_running") == 1;
+    // (the state use shows after the scheduler's first run of a request, a little after its admission)
+    skewed = series(m0, "vllm:num_requests_waiting") == 2 && series(m1, "vllm:num_requests_running") == 1 &&
+             series(m1, "vllm:kv_cache_usage_perc") > 0;
     if (!skewed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(skewed) << "the load did not show in the replicas' metrics";
