@@ -14,7 +14,9 @@ ort_dir="${ORT_DIR:-$root/third_party/ort}"
 APT_PACKAGES=(cmake g++ make pkg-config libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev
               libpcre2-dev libicu-dev libgtest-dev libcpp-httplib-dev
               libpng-dev libjpeg62-turbo-dev  # vision: image input (src/vision/image_decode.cpp)
-              chromium)  # chromium: the web page's end-to-end test (tests/serve_test.cpp)
+              chromium  # chromium: the web page's end-to-end test (tests/serve_test.cpp)
+              libzmq3-dev libmsgpack-cxx-dev  # serve --kv-events: ZeroMQ PUB of prompt-cache events (docs/scale-out.md)
+              prometheus haproxy)  # scale-out tests: promtool checks /metrics, HAProxy fronts three replicas
 
 ORT_NODE_TGZ=onnxruntime-node-1.30.0.tgz
 ORT_NODE_SHA=6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75

@@ -45,6 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve_process.h"
 #include "serve_scripts.h"
 #include "test_util.h"
 
@@ -69,123 +70,12 @@ using test::tokenizer_assets;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kApiKey = "sk-deltagen-test-key";
-constexpr const char* kAlias = "qwen35-tiny-en";
-
-fs::path shared_dir() { return source_dir() / ".." / "shared"; }
-fs::path tiny_en_checkpoint() { return shared_dir() / "models" / "qwen35-tiny-en"; }
-fs::path chat_template_file() { return shared_dir() / "reference" / "chat-templates" / "qwen3.5.jinja"; }
-// The model folder, built once per process.
-const fs::path& model_dir() {
-  static TempDir dir;
-  static const fs::path model = [] {
-    const fs::path out = dir / "qwen35-tiny-en-int4";
-    const test::CliResult r = test::run_cli(
-        {"build", "--checkpoint", tiny_en_checkpoint().string(), "--out", out.string(), "--precision", "int4"});
-    if (r.exit_code != 0) throw std::runtime_error("deltagen build failed: " + r.err);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      fs::copy_file(tokenizer_assets() / "qwen3" / f, out / f, fs::copy_options::overwrite_existing);
-    fs::copy_file(chat_template_file(), out / "chat_template.jinja", fs::copy_options::overwrite_existing);
-    return out;
-  }();
-  return model;
-}
-
-// `deltagen serve` as a child process.
-class Server {
- public:
-  Server(std::string name, std::vector<std::string> flags, std::string api_key = "")
-      : name_(std::move(name)), api_key_(std::move(api_key)) {
-    const fs::path out = logs_ / "stdout", err = logs_ / "stderr";
-    std::vector<std::string> args = {DELTAGEN_CLI, "serve", "--model", model_dir().string(), "--host", "127.0.0.1",
-                                     "--port", "0", "--alias", kAlias, "--threads", "1"};
-    if (!api_key_.empty()) args.insert(args.end(), {"--api-key", api_key_});
-    args.insert(args.end(), flags.begin(), flags.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int in = ::open("/dev/null", O_RDONLY);
-      ::dup2(in, 0), ::dup2(o, 1), ::dup2(e, 2);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    // It prints "listening on http://127.0.0.1:PORT" once bound.
-    const std::regex listening(R"(listening on (http://127\.0\.0\.1:(\d+)))");
-    const auto deadline = Clock::now() + std::chrono::seconds(120);
-    while (Clock::now() < deadline) {
-      std::smatch m;
-      const std::string text = read_text(out);
-      if (std::regex_search(text, m, listening)) {
-        base_ = m[1];
-        return;
-      }
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error(name_ + ": deltagen serve exited before listening: " + read_text(err));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    throw std::runtime_error(name_ + ": deltagen serve did not start within 120 s: " + read_text(err));
-  }
-  ~Server() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
-
-  const std::string& base() const { return base_; }
-  const std::string& api_key() const { return api_key_; }
-  pid_t pid() const { return pid_; }
-  std::string log() const { return read_text(logs_ / "stderr"); }
-
-  // Resident memory now (/proc/PID/status VmRSS), in KiB.
-  int64_t rss_kib() const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-    return -1;
-  }
-
-  void signal(int sig) const { ::kill(pid_, sig); }
-
-  // Waits for the process to end; its exit status, or nullopt after `timeout` (then it is killed).
-  std::optional<int> wait(std::chrono::seconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (pid_ > 0) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      if (Clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        pid_ = -1;
-        return std::nullopt;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return std::nullopt;
-  }
-
-  // SIGTERM, then the exit status (nullopt: still running 30 s later).
-  std::optional<int> stop() {
-    signal(SIGTERM);
-    return wait(std::chrono::seconds(30));
-  }
-
- private:
-  std::string name_, api_key_, base_;
-  TempDir logs_;
-  pid_t pid_ = -1;
-};
+using test::chat_template_file;
+using test::kAlias;
+using test::model_dir;
+using test::Server;
+using test::shared_dir;
+using test::tiny_en_checkpoint;
 
 // The shared servers of this process, started on first use.
 std::map<std::string, std::unique_ptr<Server>>& servers() {

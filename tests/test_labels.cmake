@@ -24,6 +24,7 @@
 set(deltagen_label_rules
   # ---- long (times: one ctest -j2 run on the 2-core dev machine, other builds running) ----
   "^Serve[A-Za-z]*\\."                                   "cli,long"      # node clients on a live server: 1-34 s each
+  # (and serve_scale_out_test.cpp's ServeRouter, ServeScaleOut, ServeKvEvents: their own replicas, a router: 2-17 s each)
   "^LongRun\\."                                          "golden,long"   # 20k tokens: 14 s
   "^Interrupt\\."                                        "cli,long"      # kills a build mid-way: 10 s
   "^QuantBuild\\."                                       "cli,long"      # calibrates qwen35-tiny-en (../shared/models): 15-40 s each

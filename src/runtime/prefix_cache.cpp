@@ -195,6 +195,7 @@ void PrefixCache::insert(std::shared_ptr<const StateSnapshot> snapshot) {
   stats_.memory_bytes += bytes;
   ++stats_.entries;
   ++stats_.inserts;
+  if (options_.listener) options_.listener->stored(key);
   enforce_budgets();
 }
 
@@ -255,6 +256,7 @@ void PrefixCache::erase(Entry& entry) {
   }
   lru_.erase(entry.lru);
   Node* node = entry.node;
+  if (options_.listener) options_.listener->removed(key_of(node));
   node->entry.reset();  // `entry` is gone from here on
   // Prune the branch that no longer leads to any entry.
   while (node != root_.get() && !node->entry && node->children.empty()) {
@@ -262,6 +264,25 @@ void PrefixCache::erase(Entry& entry) {
     parent->children.erase(node->edge.front());
     node = parent;
   }
+}
+
+std::vector<int64_t> PrefixCache::key_of(const Node* node) const {
+  std::vector<const Node*> path;
+  for (; node && node != root_.get(); node = node->parent) path.push_back(node);
+  std::vector<int64_t> key;
+  for (auto it = path.rbegin(); it != path.rend(); ++it) key.insert(key.end(), (*it)->edge.begin(), (*it)->edge.end());
+  return key;
+}
+
+void PrefixCache::clear() {
+  std::lock_guard lock(mutex_);
+  std::error_code ec;
+  for (Entry* e : lru_)
+    if (!e->file.empty()) fs::remove(e->file, ec);
+  lru_.clear();
+  root_ = std::make_unique<Node>();  // every entry goes with its node
+  stats_.entries = stats_.memory_bytes = stats_.disk_entries = stats_.disk_bytes = 0;
+  if (options_.listener) options_.listener->cleared();
 }
 
 PrefixCacheStats PrefixCache::stats() const {

@@ -35,10 +35,23 @@
 
 namespace deltagen {
 
+// Told where the cache gains or loses a prefix (serve --kv-events publishes
+// it for routers). Called with the cache's lock held, from whichever thread
+// changed the cache: it must be quick and must not call back into the cache.
+// A key is the whole prefix, prefix_key of its tokens.
+class PrefixCacheListener {
+ public:
+  virtual ~PrefixCacheListener() = default;
+  virtual void stored(std::span<const int64_t> key) = 0;
+  virtual void removed(std::span<const int64_t> key) = 0;  // evicted (memory and disk) or replaced
+  virtual void cleared() = 0;                              // every entry dropped at once (clear())
+};
+
 struct PrefixCacheOptions {
   int64_t memory_bytes = int64_t(4096) << 20;  // snapshots held in memory
   std::filesystem::path spill_dir;             // empty: evicted snapshots are dropped
   int64_t disk_bytes = int64_t(16384) << 20;   // snapshots held in spill_dir
+  std::shared_ptr<PrefixCacheListener> listener;  // null: nobody is told
 };
 
 struct PrefixCacheStats {
@@ -78,6 +91,9 @@ class PrefixCache {
   // the cache already has).
   bool contains(std::span<const int64_t> key) const;
 
+  // Drops every entry (and its spill file); the listener hears cleared().
+  void clear();
+
   PrefixCacheStats stats() const;
   const PrefixCacheOptions& options() const { return options_; }
 
@@ -93,6 +109,8 @@ class PrefixCache {
   void enforce_budgets();
   void spill(Entry& entry);
   void erase(Entry& entry);
+  // The key a node spells, from the root.
+  std::vector<int64_t> key_of(const Node* node) const;
 
   PrefixCacheOptions options_;
   mutable std::mutex mutex_;

@@ -6,10 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <random>
 #include <thread>
 
 #include <httplib.h>
@@ -85,6 +88,23 @@ bool write_sse(httplib::DataSink& sink, const ordered_json& chunk) {
 
 bool write_text(httplib::DataSink& sink, std::string_view text) { return sink.write(text.data(), text.size()); }
 
+// x-request-id: a router's id for the request, echoed so its logs and ours
+// meet. Printable ASCII without spaces, at most this long: anything else
+// could not be echoed safely in a header.
+constexpr size_t kMaxRequestId = 256;
+
+bool valid_request_id(const std::string& id) {
+  if (id.empty() || id.size() > kMaxRequestId) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
+std::string new_request_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char id[40];
+  std::snprintf(id, sizeof id, "req-%016llx%016llx", (unsigned long long)rng(), (unsigned long long)rng());
+  return id;
+}
+
 // One submitted sequence answered as a whole or as an SSE stream. `Reply`
 // is ChatReply or TextReply.
 template <class Reply>
@@ -156,12 +176,32 @@ bool keys_match(const std::string& key, const std::string& expected) {
   return differ == 0;
 }
 
-struct HttpServer::Impl {
-  Impl(Service& s, HttpOptions o) : service(s), options(std::move(o)) {}
+enum class Phase { Loading, Ready, Draining };
 
-  Service& service;
+struct HttpServer::Impl {
+  explicit Impl(HttpOptions o) : options(std::move(o)) {}
+
+  std::atomic<Service*> attached{nullptr};
+  std::atomic<Phase> phase{Phase::Loading};
+  // run() and stop() may come from two threads in either order (a model
+  // that fails to load stops a server whose thread has barely started):
+  // cpp-httplib's stop() does nothing before its listen loop runs.
+  std::atomic<bool> run_called{false}, run_returned{false}, stop_requested{false};
   HttpOptions options;
   httplib::Server server;
+
+  // The service, once loaded; 503 before.
+  Service& service() const {
+    Service* s = attached.load();
+    if (!s) throw ApiError(503, "server_loading", "", "the model is still loading");
+    return *s;
+  }
+  // The service for new work: 503 while loading or draining.
+  Service& open_service() const {
+    Service& s = service();
+    if (phase.load() == Phase::Draining) throw ApiError(503, "server_busy", "", "the server is shutting down");
+    return s;
+  }
 
   bool authorized(const httplib::Request& req) const {
     if (options.api_key.empty()) return true;
@@ -192,6 +232,7 @@ struct HttpServer::Impl {
   }
 
   void chat(const httplib::Request& req, httplib::Response& res) {
+    Service& service = open_service();
     PreparedChat p = service.prepare_chat(req.body);
     // The reply's parser reads the tools' schemas (to type arguments) when it is made.
     p.parser.tools = p.params.tools.is_null() ? nullptr : &p.params.tools;
@@ -204,6 +245,7 @@ struct HttpServer::Impl {
   }
 
   void text(const httplib::Request& req, httplib::Response& res) {
+    Service& service = open_service();
     PreparedText p = service.prepare_text(req.body);
     auto a = std::make_shared<Answer<TextReply>>(
         Answer<TextReply>{service.scheduler().submit(std::move(p.sequence)),
@@ -220,29 +262,73 @@ struct HttpServer::Impl {
     server.Post("/chat/completions", [this](const Request& q, Response& r) { guarded(q, r, true, [&] { chat(q, r); }); });
     server.Post("/v1/completions", [this](const Request& q, Response& r) { guarded(q, r, true, [&] { text(q, r); }); });
     server.Post("/completions", [this](const Request& q, Response& r) { guarded(q, r, true, [&] { text(q, r); }); });
+    // The render twins: the prompt ids of a request, checked like the real one, not run.
+    for (const char* route : {"/v1/chat/completions/render", "/chat/completions/render"})
+      server.Post(route, [this](const Request& q, Response& r) {
+        guarded(q, r, true, [&] { send_json(r, 200, service().render_chat(q.body)); });
+      });
+    for (const char* route : {"/v1/completions/render", "/completions/render"})
+      server.Post(route, [this](const Request& q, Response& r) {
+        guarded(q, r, true, [&] { send_json(r, 200, service().render_text(q.body)); });
+      });
     server.Get("/v1/models", [this](const Request& q, Response& r) {
-      guarded(q, r, true, [&] { send_json(r, 200, service.models()); });
+      guarded(q, r, true, [&] { send_json(r, 200, service().models()); });
     });
     server.Post("/tokenize", [this](const Request& q, Response& r) {
-      guarded(q, r, true, [&] { send_json(r, 200, service.tokenize(q.body)); });
+      guarded(q, r, true, [&] { send_json(r, 200, service().tokenize(q.body)); });
     });
     server.Post("/detokenize", [this](const Request& q, Response& r) {
-      guarded(q, r, true, [&] { send_json(r, 200, service.detokenize(q.body)); });
+      guarded(q, r, true, [&] { send_json(r, 200, service().detokenize(q.body)); });
+    });
+    // vLLM's route: drop the prompt cache (KV-event subscribers hear AllBlocksCleared).
+    server.Post("/reset_prefix_cache", [this](const Request& q, Response& r) {
+      guarded(q, r, true, [&] {
+        if (!service().scheduler().reset_cache())
+          throw ApiError(400, "invalid_request_error", "", "the prompt cache is off (--no-cache)");
+        send_json(r, 200, {{"status", "ok"}});
+      });
     });
     server.Get("/metrics", [this](const Request& q, Response& r) {
-      guarded(q, r, true, [&] { r.set_content(service.metrics(), "text/plain; version=0.0.4"); });
+      guarded(q, r, true, [&] { r.set_content(service().metrics(), "text/plain; version=0.0.4"); });
     });
-    server.Get("/health", [](const Request&, Response& r) { send_json(r, 200, {{"status", "ok"}}); });
+    server.Get("/version", [this](const Request& q, Response& r) {
+      guarded(q, r, false, [&] { send_json(r, 200, service().version()); });
+    });
+    // 200 only when requests are taken: a router's readiness probe.
+    server.Get("/health", [this](const Request&, Response& r) {
+      const Phase p = phase.load();
+      if (p == Phase::Ready) return send_json(r, 200, {{"status", "ok"}});
+      r.set_header("Retry-After", "1");
+      send_json(r, 503, {{"status", p == Phase::Loading ? "loading" : "draining"}});
+    });
     server.Get("/", [](const Request&, Response& r) {
       r.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
     });
     // CORS: browser apps on other origins may call the API (the key still guards it).
     server.Options(R"(/.*)", [](const Request&, Response& r) {
-      r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      r.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id");
       r.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
       r.status = 204;
     });
-    server.set_default_headers({{"Access-Control-Allow-Origin", "*"}, {"Server", "deltagen"}});
+    server.set_default_headers({{"Access-Control-Allow-Origin", "*"}, {"Access-Control-Expose-Headers", "X-Request-Id"},
+                                {"Server", "deltagen"}});
+    // Before any route: every answer (errors and 404s too) carries the request's id.
+    server.set_pre_routing_handler([](const Request& q, Response& r) {
+      const std::string id = q.get_header_value("x-request-id");
+      if (!q.has_header("x-request-id")) {
+        r.set_header("x-request-id", new_request_id());
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      if (valid_request_id(id)) {
+        r.set_header("x-request-id", id);
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      r.set_header("x-request-id", new_request_id());
+      send_error(r, ApiError(400, "invalid_request_error", "x-request-id",
+                             "x-request-id must be 1 to " + std::to_string(kMaxRequestId) +
+                                 " printable ASCII characters without spaces"));
+      return httplib::Server::HandlerResponse::Handled;
+    });
     server.set_error_handler([](const Request& q, Response& r) {
       if (r.status == 404) send_error(r, ApiError(404, "not_found_error", "", "no route for " + q.method + " " + q.path));
       else if (r.status == 413) send_error(r, ApiError(413, "invalid_request_error", "", "the request body is too large"));
@@ -252,19 +338,34 @@ struct HttpServer::Impl {
       send_error(r, ApiError(500, "server_error", "", "internal error"));
     });
     server.set_logger([this](const Request& q, const Response& r) {
-      service.count_response(r.status);
-      std::fprintf(stderr, "[serve] %s %s %d\n", q.method.c_str(), q.path.c_str(), r.status);
+      if (Service* s = attached.load()) s->count_response(r.status);
+      std::fprintf(stderr, "[serve] %s %s %d %s\n", q.method.c_str(), q.path.c_str(), r.status,
+                   r.get_header_value("x-request-id").c_str());
     });
   }
 };
 
+namespace {
+
+// A thread per connection being answered: every row, the queue, and a few
+// for /health and /metrics. Connections past that wait to be accepted.
+HttpOptions with_threads(HttpOptions o, const SchedulerOptions& s) {
+  if (o.threads <= 0) o.threads = int(s.parallel + s.max_queue + 8);
+  return o;
+}
+
+}  // namespace
+
 HttpServer::HttpServer(Service& service, HttpOptions options)
-    : impl_(std::make_unique<Impl>(service, std::move(options))) {
+    : HttpServer(with_threads(std::move(options), service.scheduler().options())) {
+  attach(service);
+}
+
+HttpServer::HttpServer(HttpOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   const HttpOptions& o = impl_->options;
-  const SchedulerOptions& s = service.scheduler().options();
-  // A thread per connection being answered: every row, the queue, and a few
-  // for /health and /metrics. Connections past that wait to be accepted.
-  const size_t threads = o.threads > 0 ? size_t(o.threads) : size_t(s.parallel + s.max_queue + 8);
+  // Without a count: enough for the default scheduler (4 rows, a queue of 64)
+  // and a few for /health and /metrics; cmd_serve passes its own.
+  const size_t threads = o.threads > 0 ? size_t(o.threads) : size_t(4 + 64 + 8);
   impl_->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->server.set_payload_max_length(o.max_body_bytes);
   impl_->server.set_read_timeout(30);
@@ -287,8 +388,27 @@ int HttpServer::bind() {
   return o.port;
 }
 
-void HttpServer::run() { impl_->server.listen_after_bind(); }
+void HttpServer::run() {
+  impl_->run_called = true;
+  if (!impl_->stop_requested) impl_->server.listen_after_bind();
+  impl_->run_returned = true;
+}
 
-void HttpServer::stop() { impl_->server.stop(); }
+void HttpServer::stop() {
+  Impl& i = *impl_;
+  i.stop_requested = true;
+  // A run() on its way into the listen loop: wait until it is in (or out), at most 5 s.
+  for (int k = 0; k < 5000 && i.run_called && !i.run_returned && !i.server.is_running(); ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  i.server.stop();
+}
+
+void HttpServer::attach(Service& service) {
+  impl_->attached.store(&service);
+  Phase loading = Phase::Loading;
+  impl_->phase.compare_exchange_strong(loading, Phase::Ready);  // a drain that came first stays
+}
+
+void HttpServer::drain() { impl_->phase.store(Phase::Draining); }
 
 }  // namespace deltagen::serve

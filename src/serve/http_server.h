@@ -4,8 +4,15 @@
 // connection threads, and disconnect detection (a client that goes away
 // cancels its sequence at the next step, streamed or not).
 //
-// Routes: POST /v1/chat/completions, /v1/completions, /tokenize,
-// /detokenize; GET /v1/models, /health, /metrics, / (the chat page).
+// Routes: POST /v1/chat/completions, /v1/completions, their /render twins
+// (the prompt ids, not run), /tokenize, /detokenize, /reset_prefix_cache;
+// GET /v1/models, /health, /version, /metrics, / (the chat page).
+//
+// Phases, for a router's health checks: the server may listen before the
+// model is loaded (loading: /health and the API answer 503), then serves
+// (ready: /health 200), then drains on SIGTERM (draining: /health and new
+// requests 503 while the ones in flight finish). Every response carries
+// x-request-id: the request's own (echoed) or one made up.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -25,7 +32,10 @@ struct HttpOptions {
 
 class HttpServer {
  public:
+  // Ready at once.
   HttpServer(Service& service, HttpOptions options);
+  // Loading until attach().
+  explicit HttpServer(HttpOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -36,6 +46,11 @@ class HttpServer {
   void run();
   // From any thread (the signal watcher): stop accepting, end open streams.
   void stop();
+
+  // The model is loaded: serve it (from any thread, once).
+  void attach(Service& service);
+  // Stop taking new work (503) and fail /health; what runs goes on.
+  void drain();
 
  private:
   struct Impl;

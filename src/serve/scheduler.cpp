@@ -72,6 +72,7 @@ struct Scheduler::Sequence {
   SequenceEnd end;
   std::optional<JsonGrammar> grammar;  // the reply's constraint, once active
   Clock::time_point first_push;
+  Clock::time_point last_push;  // when the latest token was handed over (inter-token latency)
   const TokenTable* tokens = nullptr;  // with a grammar: the ids it may take
 };
 
@@ -82,7 +83,28 @@ class Scheduler::Worker {
       : owner_(owner),
         generator_(model, parallel, max_length),
         tokenizer_(tokenizer),
-        spec_(generator_, owner.options_.speculative) {}
+        spec_(generator_, owner.options_.speculative) {
+    // A row's share of the state memory: its linear states whatever its
+    // length, plus its KV cache per token run.
+    const HybridState& state = generator_.state();
+    for (size_t c = 0; c < state.io().caches.size(); ++c) {
+      const double bytes = double(state.row_bytes(c, 0).size());
+      if (is_kv(state.io().caches[c].kind)) kv_bytes_per_token_ += bytes / double(state.kv_capacity());
+      else fixed_row_bytes_ += bytes;
+    }
+  }
+
+  // The share of all rows' full capacity the running sequences occupy (0..1).
+  double state_usage() const {
+    const HybridState& state = generator_.state();
+    const double row_capacity = fixed_row_bytes_ + kv_bytes_per_token_ * double(state.max_length());
+    if (row_capacity <= 0) return 0;
+    double used = 0;
+    auto add = [&](int64_t row) { used += fixed_row_bytes_ + kv_bytes_per_token_ * double(state.length(row)); };
+    for (const auto& s : decoding_) add(s->row);
+    if (prefilling_) add(prefilling_->row);
+    return std::min(1.0, used / (row_capacity * double(generator_.batch())));
+  }
 
   bool busy() const { return prefilling_ || !decoding_.empty(); }
   bool can_admit() const { return !prefilling_ && int64_t(decoding_.size()) < generator_.batch(); }
@@ -122,6 +144,7 @@ class Scheduler::Worker {
       }
     }
     s->end.cached_tokens = int64_t(s->fed);
+    owner_.record_admit(s->end.queue_seconds, owner_.cache_ ? int64_t(prompt.size()) : 0, int64_t(s->fed));
     const SamplingOptions& sampling = s->request.options.sampling;
     s->sampler.emplace(sampling, generator_.vocab(), sampling.seed);
     s->sampler->begin(prompt);
@@ -364,7 +387,10 @@ class Scheduler::Worker {
     else if (s.stream->cancelled()) s.stop = StopReason::Cancelled;
     if (s.stop && s.text) event.text += s.text->finish();
     const auto now = Clock::now();
-    if (s.generated.size() == 1) s.first_push = now;
+    const bool first = s.generated.size() == 1;
+    owner_.record_token(std::chrono::duration<double>(now - (first ? s.submitted : s.last_push)).count(), first);
+    if (first) s.first_push = now;
+    s.last_push = now;
     s.end.stream_seconds = std::chrono::duration<double>(now - s.first_push).count();
     s.stream->push(std::move(event));
   }
@@ -378,6 +404,7 @@ class Scheduler::Worker {
   std::vector<std::vector<int64_t>> drafts_;  // per decoding row, this step's guesses
   std::map<std::vector<int64_t>, TokenTable> token_tables_;  // by sorted end ids
   RowSpeculator spec_;
+  double fixed_row_bytes_ = 0, kv_bytes_per_token_ = 0;
 };
 
 Scheduler::Scheduler(std::shared_ptr<Engine> engine, SchedulerOptions options)
@@ -406,7 +433,7 @@ Scheduler::~Scheduler() { stop(); }
 
 int64_t Scheduler::max_length() const { return resolve_max_length(*engine_, options_.max_length); }
 
-std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
+void Scheduler::check(const SequenceRequest& request) const {
   const Model& model = *detail::Access::engine(*engine_).model;
   if (request.prompt.empty()) fail("prompt", "is empty");
   check_token_ids(model, request.prompt);
@@ -414,7 +441,7 @@ std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
   if (int64_t(request.prompt.size()) > limit)
     fail("prompt", std::to_string(request.prompt.size()) + " tokens do not fit the context of " +
                        std::to_string(limit) + " tokens");
-  GenerationOptions& o = request.options;
+  const GenerationOptions& o = request.options;
   if (o.max_new_tokens < 1) fail("max_tokens", "must be at least 1");
   validate_sampling(o.sampling);
   if (request.top_logprobs > kMaxTopLogprobs)
@@ -428,7 +455,12 @@ std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
     if (request.images->positions.size() != int64_t(request.prompt.size()))
       fail("serve", "the images' positions do not cover the prompt");
   }
+}
 
+std::shared_ptr<SequenceStream> Scheduler::submit(SequenceRequest request) {
+  check(request);
+  const Model& model = *detail::Access::engine(*engine_).model;
+  const GenerationOptions& o = request.options;
   auto s = std::make_unique<Sequence>();
   if (o.stop_at_eos) s->stop_ids = model.config().eos_token_ids;
   s->stop_ids.insert(s->stop_ids.end(), o.extra_stop_ids.begin(), o.extra_stop_ids.end());
@@ -485,6 +517,7 @@ void Scheduler::run() {
     if (admitted) worker_->admit(std::move(admitted));
     const bool was_busy = worker_->busy();
     worker_->iterate();
+    state_usage_.store(worker_->state_usage(), std::memory_order_relaxed);
     if (was_busy && !worker_->busy()) {
       bool idle;
       {
@@ -551,6 +584,24 @@ void Scheduler::record_verify(int64_t drafted, int64_t accepted, bool replayed, 
   stats_.verify_seconds += seconds;
 }
 
+void Scheduler::record_admit(double queue_seconds, int64_t looked_up, int64_t found) {
+  std::lock_guard lock(mutex_);
+  stats_.queue_time.observe(queue_seconds);
+  stats_.prefix_query_tokens += looked_up;
+  stats_.prefix_hit_tokens += found;
+}
+
+void Scheduler::record_token(double seconds, bool first) {
+  std::lock_guard lock(mutex_);
+  (first ? stats_.time_to_first_token : stats_.inter_token).observe(seconds);
+}
+
+bool Scheduler::reset_cache() {
+  if (!cache_) return false;
+  cache_->clear();
+  return true;
+}
+
 SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   {
@@ -558,6 +609,7 @@ SchedulerStats Scheduler::stats() const {
     s = stats_;
   }
   if (cache_) s.cache = cache_->stats();
+  s.state_usage = state_usage_.load(std::memory_order_relaxed);
   return s;
 }
 

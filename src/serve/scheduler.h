@@ -17,6 +17,7 @@
 // every `checkpoint_every` tokens to copy the state into the cache.
 #pragma once
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -28,6 +29,7 @@
 #include "deltagen/deltagen.h"
 #include "runtime/json_grammar.h"
 #include "runtime/prefix_cache.h"
+#include "serve/histogram.h"
 #include "serve/sequence_stream.h"
 
 namespace deltagen {
@@ -53,6 +55,9 @@ struct SchedulerOptions {
   // a sequence with guesses checks them in a run of its own while the others
   // step together; the output is what it would be without.
   SpeculativeOptions speculative;
+  // The unit a router counts the state memory and prefix matches in
+  // (/metrics' vllm:cache_config_info, the KV events' blocks): tokens per block.
+  int64_t block_size = 16;
 };
 
 struct SequenceRequest {
@@ -98,6 +103,18 @@ struct SchedulerStats {
   int64_t verify_runs = 0, drafted_tokens = 0, accepted_tokens = 0, replay_runs = 0;
   double verify_seconds = 0;
   PrefixCacheStats cache;
+  // For routers (vLLM's metric names, docs/scale-out.md): prompt tokens
+  // looked up in the prompt cache and found there, counted when a request
+  // is admitted; latencies per request (time to first token, queue time) and
+  // per token (between two tokens of one sequence).
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
+  Histogram time_to_first_token{time_to_first_token_buckets()};
+  Histogram inter_token{inter_token_buckets()};
+  Histogram queue_time{queue_time_buckets()};
+  // The share (0..1) of the state memory the running sequences occupy: the
+  // rows' linear states plus their KV caches up to their lengths, over every
+  // row's full capacity. The prompt cache is not counted (it can be evicted).
+  double state_usage = 0;
 };
 
 class Scheduler {
@@ -120,6 +137,11 @@ class Scheduler {
   void stop();
 
   SchedulerStats stats() const;
+  // Drops every prompt cache entry (POST /reset_prefix_cache); false when the cache is off.
+  bool reset_cache();
+  // Throws what submit() would for this request, without queueing it (the
+  // render endpoints: a request checked like a real one, not run).
+  void check(const SequenceRequest& request) const;
   int64_t max_length() const;
   const SchedulerOptions& options() const { return options_; }
   Engine& engine() const { return *engine_; }
@@ -133,6 +155,8 @@ class Scheduler {
   void record_prefill(int64_t tokens, double seconds);
   void record_step(int64_t rows, double seconds);
   void record_verify(int64_t drafted, int64_t accepted, bool replayed, double seconds);
+  void record_admit(double queue_seconds, int64_t looked_up, int64_t found);
+  void record_token(double seconds, bool first);
 
   std::shared_ptr<Engine> engine_;
   SchedulerOptions options_;
@@ -145,6 +169,7 @@ class Scheduler {
   bool stopping_ = false;
   std::once_flag stopped_;
   SchedulerStats stats_;  // guarded by mutex_ (the cache's own are read at stats())
+  std::atomic<double> state_usage_{0};  // written by the worker after each iteration
   std::thread thread_;
 };
 

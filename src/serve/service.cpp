@@ -15,6 +15,7 @@
 #include "runtime/engine_impl.h"
 #include "runtime/image_prompt.h"
 #include "serve/data_url.h"
+#include "serve/router_metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltagen::serve {
@@ -221,6 +222,10 @@ ordered_json Service::models() const {
   model["object"] = "model";
   model["created"] = created_;
   model["owned_by"] = "deltagen";
+  // vLLM's fields, which routers and clients built for it read.
+  model["root"] = options_.model_root.empty() ? options_.model_name : options_.model_root;
+  model["parent"] = nullptr;
+  model["max_model_len"] = scheduler_.max_length();
   model["meta"] = {{"context_length", scheduler_.max_length()},
                    {"vocab_size", engine_->vocab_size()},
                    {"chat_template", template_.name()},
@@ -261,6 +266,24 @@ ordered_json Service::detokenize(std::string_view body) const {
   }
   check_token_ids(ids, "tokens");
   return {{"content", tokenizer().decode(ids)}};
+}
+
+ordered_json Service::render_chat(std::string_view body) const {
+  PreparedChat c = prepare_chat(body);
+  scheduler_.check(c.sequence);
+  return {{"model", options_.model_name}, {"prompt", c.prompt}, {"token_ids", c.sequence.prompt},
+          {"prompt_tokens", c.sequence.prompt.size()}};
+}
+
+ordered_json Service::render_text(std::string_view body) const {
+  PreparedText t = prepare_text(body);
+  scheduler_.check(t.sequence);
+  return {{"model", options_.model_name}, {"token_ids", t.sequence.prompt}, {"prompt_tokens", t.sequence.prompt.size()}};
+}
+
+ordered_json Service::version() const {
+  return {{"name", "deltagen"}, {"version", kServeVersion}, {"onnxruntime", Ort::GetVersionString()},
+          {"model", options_.model_name}};
 }
 
 void Service::count_response(int status) const {
@@ -364,6 +387,7 @@ std::string Service::metrics() const {
   if (memory.heap_bytes >= 0)
     metric("heap_bytes", "gauge", "Bytes malloc has handed out and not had back (what a leak grows).",
            double(memory.heap_bytes));
+  append_router_metrics(out, s, scheduler_.options(), scheduler_.max_length(), options_.model_name);
   return out;
 }
 

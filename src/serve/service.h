@@ -21,12 +21,16 @@
 
 namespace deltagen::serve {
 
+// What GET /version reports: bumped when the server's API changes.
+inline constexpr const char* kServeVersion = "0.2.0";
+
 struct ServiceOptions {
   std::string model_name;  // what /v1/models lists and responses carry
   // Images (a --vision model): at most this many per request (more: 400)
   // and this many bytes each once base64-decoded (more: 413).
   int64_t max_images = 16;
   int64_t max_image_bytes = int64_t(20) << 20;
+  std::string model_root;  // the model folder's name (/v1/models' "root"); model_name when empty
 };
 
 // A chat request ready to submit, with what its reply needs.
@@ -59,8 +63,15 @@ class Service {
   nlohmann::ordered_json models() const;
   nlohmann::ordered_json tokenize(std::string_view body) const;    // llama-server's /tokenize
   nlohmann::ordered_json detokenize(std::string_view body) const;  // and /detokenize
+  // POST /v1/chat/completions/render and /v1/completions/render: the prompt
+  // ids a request would run, checked as the real endpoint checks it (the
+  // same ApiErrors), without running it.
+  nlohmann::ordered_json render_chat(std::string_view body) const;
+  nlohmann::ordered_json render_text(std::string_view body) const;
+  nlohmann::ordered_json version() const;  // GET /version
 
-  // Prometheus text: requests, tokens, prefill/decode speed, cache, queue.
+  // Prometheus text: requests, tokens, prefill/decode speed, cache, queue;
+  // then the same under the names routers read (vllm:*, serve/router_metrics.h).
   std::string metrics() const;
   // Counted by the transport, per answer.
   void count_response(int status) const;
