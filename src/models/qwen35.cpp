@@ -349,30 +349,13 @@ void Graph::lm_head(const std::string& normed, int64_t vocab) {
 // The first `vocab` rows of the head, stored apart from the full table (which
 // the embedding still needs whole): the same quantized rows, or the same
 // float columns, as the full head's, so the kept logits are the full head's.
+// A tied int4 head is quantized again rather than sliced from the table it
+// shares with the embedding: a weight's bytes are produced once, for one
+// initializer; the same tensor, format and fit give the same rows.
 void Graph::draft_lm_head(const std::string& x, int64_t vocab) {
-  const std::string tensor = ckpt_.lm_head_name(), node_name = "/lm_head/MatMul", suffix = "_draft";
+  const std::string tensor = ckpt_.lm_head_name();
   const WeightFormat format = shared_head_ ? plan_.lm_head : recipe_.format_for({tensor}, plan_.lm_head);
-  if (format.quantized) {
-    const quant::BlockFormat& f = format.block;
-    // Quantized again, not taken from a table shared with the embedding: a
-    // weight's bytes are produced once, for one initializer. The same tensor,
-    // format and fit give the same rows.
-    const QuantizedWeight all =
-        quantized_weight(ckpt_, {tensor}, weight_name_for(node_name), f, run_dtype("MatMulNBits"), opts_.threads,
-                         recipe_.fit_for({tensor}, run_dtype("MatMulNBits")));
-    const QuantizedWeight kept = first_rows(all, vocab, suffix);
-    weight(kept.packed);
-    weight(kept.scales);
-    if (!f.symmetric) weight(kept.zero_points);
-    matmul_nbits("/lm_head", x, kept, f.bits, f.block_size, io::kLogits);
-    return;
-  }
-  const DataType wdt = format.float_dtype;
-  const DataType dt = wdt == plan_.activations ? run_dtype("MatMul") : graph::kFloat;
-  const graph::Initializer all = matmul_weight(ckpt_, {tensor}, weight_name_for(node_name), wdt, opts_.threads);
-  const std::string w = weight(first_columns(all, vocab, all.name + suffix));
-  node("MatMul", node_name, {cast(x, dt, node_name + "/input_0/Cast"), cast(w, dt, node_name + "/weight/Cast")}, {}, "",
-       {dt}, {io::kLogits});
+  matmul_in_format("/lm_head", x, {tensor}, format, io::kLogits, {vocab, "_draft"});
 }
 
 }  // namespace qwen35

@@ -25,12 +25,18 @@ std::string Graph::matmul_nbits(const std::string& path, const std::string& x, c
 
 std::string Graph::matmul(const std::string& path, const std::string& x, const std::vector<std::string>& tensors,
                           const WeightFormat& planned, const std::string& output) {
+  return matmul_in_format(path, x, tensors, recipe_.format_for(tensors, planned), output);
+}
+
+std::string Graph::matmul_in_format(const std::string& path, const std::string& x,
+                                    const std::vector<std::string>& tensors, const WeightFormat& format,
+                                    const std::string& output, const KeptRows& kept) {
   const std::string node_name = path + "/MatMul";
-  const WeightFormat format = recipe_.format_for(tensors, planned);
   if (format.quantized) {
     QuantizedWeight w = quantized_weight(ckpt_, tensors, weight_name_for(node_name), format.block,
                                          run_dtype("MatMulNBits"), opts_.threads,
                                          recipe_.fit_for(tensors, run_dtype("MatMulNBits")));
+    if (kept.rows > 0) w = first_rows(w, kept.rows, kept.suffix);
     weight(w.packed);
     weight(w.scales);
     if (!format.block.symmetric) weight(w.zero_points);
@@ -40,7 +46,9 @@ std::string Graph::matmul(const std::string& path, const std::string& x, const s
   // else fp32 (a Cast of a weight is folded by ORT when the session loads).
   const DataType wdt = format.float_dtype;
   const DataType dt = wdt == plan_.activations ? run_dtype("MatMul") : graph::kFloat;
-  const std::string w = weight(matmul_weight(ckpt_, tensors, weight_name_for(node_name), wdt, opts_.threads));
+  graph::Initializer all = matmul_weight(ckpt_, tensors, weight_name_for(node_name), wdt, opts_.threads);
+  if (kept.rows > 0) all = first_columns(all, kept.rows, all.name + kept.suffix);  // [K, N]: outputs are columns
+  const std::string w = weight(std::move(all));
   return node("MatMul", node_name,
               {cast(x, dt, node_name + "/input_0/Cast"), cast(w, dt, node_name + "/weight/Cast")}, {}, "", {dt},
               output.empty() ? std::vector<std::string>{} : std::vector{output})

@@ -51,6 +51,12 @@ struct Projection {
   std::string tensor;  // "layers.0.linear_attn.in_proj_qkv.weight"
 };
 
+// The first `rows` output rows of a weight, its initializers renamed with `suffix`.
+struct KeptRows {
+  int64_t rows = 0;  // 0: all of them
+  std::string suffix;
+};
+
 class Graph {
  public:
   Graph(const Checkpoint& ckpt, const BuildOptions& opts, int64_t context_length, graph::GraphBuilder& b,
@@ -89,6 +95,9 @@ class Graph {
   // x times the (stacked) linear weights; `output` names the result ("" = default).
   std::string matmul(const std::string& path, const std::string& x, const std::vector<std::string>& tensors,
                      const WeightFormat& format, const std::string& output = "");
+  // matmul() in `format` as given (no per-tensor override of the recipe's).
+  std::string matmul_in_format(const std::string& path, const std::string& x, const std::vector<std::string>& tensors,
+                               const WeightFormat& format, const std::string& output = "", const KeptRows& kept = {});
   std::string matmul_nbits(const std::string& path, const std::string& x, const QuantizedWeight& w,
                            int bits, int64_t block_size, const std::string& output = "");
   // RMSNorm over the last axis; `output` names the result ("" = default).
