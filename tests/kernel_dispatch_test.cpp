@@ -10,6 +10,7 @@
 #include "kernels/causal_conv.h"
 #include "kernels/dispatch.h"
 #include "kernels/gated_delta_net.h"
+#include "kernels/gemm_f32.h"
 #include "kernels/kernel_impls.h"
 #include "kernels/quantize_activations.h"
 #include "kernels/rms_norm.h"
@@ -52,6 +53,7 @@ TEST(KernelDispatch, EveryFamilyHasATableAtEveryLevel) {
   expect_every_level_served(kSwigluFamily, [](const SwigluKernels& t) { return t.rows != nullptr; });
   expect_every_level_served(kRmsNormFamily, [](const RmsNormKernels& t) { return t.row != nullptr; });
   expect_every_level_served(kQuantizeFamily, [](const QuantizeKernels& t) { return t.row != nullptr; });
+  expect_every_level_served(kGemmF32Family, [](const GemmF32Kernels& t) { return t.block && t.panel > 0; });
 }
 
 // The families that have their own code at a level list it there (the AVX2
@@ -64,6 +66,7 @@ TEST(KernelDispatch, LevelsWithTheirOwnCode) {
     EXPECT_TRUE(own(kAttentionFamily, level)) << level_name(level);
     EXPECT_TRUE(own(kSwigluFamily, level)) << level_name(level);
     EXPECT_TRUE(own(kQuantizeFamily, level)) << level_name(level);
+    EXPECT_TRUE(own(kGemmF32Family, level)) << level_name(level);
   }
   EXPECT_TRUE(own(kMatMulFamily, KernelLevel::Amx));
 }
