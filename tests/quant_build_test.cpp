@@ -135,6 +135,17 @@ TEST(QuantBuild, BadOptionsAndCalibrationTextAreOneLineErrors) {
                               "--bits-budget");
   test::expect_one_line_error(
       build(out / "m", {"--precision", "int4", "--calibration", calib, "--bits-budget", "2.1"}), "no plan fits");
+  // Predicted memory above what is allowed: refused before calibrating, with the estimate.
+  test::expect_one_line_error(build(out / "m", {"--precision", "int4", "--quant-method", "gptq", "--calibration",
+                                                calib, "--memory-limit", "0.001"}),
+                              "needs about");
+  test::expect_one_line_error(build(out / "m", {"--precision", "int4", "--quant-method", "gptq", "--calibration",
+                                                calib, "--memory-limit", "lots"}),
+                              "--memory-limit");
+  // More calibration tokens than the text holds.
+  test::expect_one_line_error(build(out / "m", {"--precision", "int4", "--quant-method", "gptq", "--calibration",
+                                                calib, "--calibration-tokens", "100000"}),
+                              "calib.txt");
   const fs::path empty = out / "empty.txt", binary = out / "binary.txt", short_text = out / "short.txt";
   std::ofstream(empty).flush();
   const char bytes[] = {'\xff', '\xfe', '\x00', '\x01', 'n', 'o', 't', ' ', 't', 'e', 'x', 't'};

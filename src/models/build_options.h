@@ -69,6 +69,10 @@ struct BuildOptions {
   // with the checkpoint's tokenizer.json). --calibration-tokens: how many of its tokens.
   std::filesystem::path calibration;
   int64_t calibration_tokens = 1024;
+  // --memory-limit GB: the memory calibration may use; a calibration
+  // predicted to need more is refused before it starts. 0 = what the machine
+  // has available (MemAvailable).
+  int64_t memory_limit = 0;
   // --bits-budget B: mixed precision: each group of projections that reads one
   // input gets int4 (the build's block size or coarser) or int8 by its
   // measured effect on KL, within B bits per weight on average (scales and

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include "deltagen/error.h"
 #include "tokenizer/text_file.h"
@@ -16,9 +18,44 @@ const CalibrationSite* Calibration::site_of(const std::string& weight) const {
   return nullptr;
 }
 
-const quant::InputStats* Calibration::find(const std::string& weight) const {
+std::shared_ptr<const quant::InputStats> Calibration::find(const std::string& weight) const {
   const CalibrationSite* s = site_of(weight);
-  return s ? s->stats.get() : nullptr;
+  if (!s) return nullptr;
+  return s->spilled.empty() ? s->stats : read_spilled_gram(s->spilled, *s->stats);
+}
+
+SpillFolder::SpillFolder(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+  if (!::mkdtemp(pattern.data())) fail(pattern, "cannot create a temporary folder");
+  path = pattern;
+}
+
+SpillFolder::~SpillFolder() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+void write_spilled_gram(const std::filesystem::path& file, const std::vector<float>& gram_lower, int64_t k) {
+  std::ofstream out(file, std::ios::binary);
+  for (int64_t i = 0; i < k && out; ++i)
+    out.write(reinterpret_cast<const char*>(gram_lower.data() + i * k), std::streamsize((i + 1) * sizeof(float)));
+  if (!out.flush()) fail(file.string(), "cannot write the calibration's spilled statistics (disk full?)");
+}
+
+std::shared_ptr<quant::InputStats> read_spilled_gram(const std::filesystem::path& file,
+                                                     const quant::InputStats& summary) {
+  const int64_t k = summary.k;
+  auto stats = std::make_shared<quant::InputStats>(k, true);
+  stats->tokens = summary.tokens;
+  stats->diag = summary.diag;
+  std::ifstream in(file, std::ios::binary);
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    if (!in.read(reinterpret_cast<char*>(row.data()), std::streamsize((i + 1) * sizeof(float))))
+      fail(file.string(), "the calibration's spilled statistics are cut short");
+    std::copy(row.begin(), row.begin() + i + 1, stats->gram.begin() + i * k);
+  }
+  return stats;
 }
 
 std::vector<int64_t> calibration_ids(const std::filesystem::path& text, const std::filesystem::path& tokenizer_dir,

@@ -28,16 +28,36 @@ struct CalibrationOptions {
 // The weights that read one input, in the order the reference reads them.
 struct CalibrationSite {
   std::vector<std::string> weights;  // checkpoint names
+  // In memory; a streamed calibration's keeps the diagonal and the token
+  // count here and the Gram matrix in `spilled` (read back by find()).
   std::shared_ptr<quant::InputStats> stats;
+  std::filesystem::path spilled;  // its lower triangle, rows of fp32, when not in memory
+};
+
+// A temporary folder that is removed with its last owner.
+struct SpillFolder {
+  std::filesystem::path path;
+  explicit SpillFolder(const std::string& prefix);  // a new folder under the temp directory ($TMPDIR)
+  ~SpillFolder();
+  SpillFolder(const SpillFolder&) = delete;
+  SpillFolder& operator=(const SpillFolder&) = delete;
 };
 
 struct Calibration {
   std::vector<CalibrationSite> sites;
   int64_t tokens = 0;
-  // The statistics of the input `weight` reads (nullptr if none was seen).
-  const quant::InputStats* find(const std::string& weight) const;
+  std::shared_ptr<SpillFolder> spill;  // where spilled sites live
+  // The statistics of the input `weight` reads (nullptr if none was seen),
+  // a spilled site's Gram matrix read back from disk.
+  std::shared_ptr<const quant::InputStats> find(const std::string& weight) const;
   const CalibrationSite* site_of(const std::string& weight) const;
 };
+
+// The lower triangle of stats' Gram matrix, rows 0..k-1 of i + 1 fp32
+// values, to `file`; and back (tokens and diagonal from `summary`).
+void write_spilled_gram(const std::filesystem::path& file, const std::vector<float>& gram_lower, int64_t k);
+std::shared_ptr<quant::InputStats> read_spilled_gram(const std::filesystem::path& file,
+                                                     const quant::InputStats& summary);
 
 // The token ids of a calibration text: encoded with the tokenizer in
 // `tokenizer_dir`. Throws Error naming the file when it is missing, empty, not

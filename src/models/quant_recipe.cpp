@@ -3,8 +3,10 @@
 #include <chrono>
 
 #include "deltagen/error.h"
-#include "tokenizer/text_file.h"
 #include "models/mixed_precision.h"
+#include "models/streamed_calibration.h"
+#include "tokenizer/text_file.h"
+#include "util/memory_info.h"
 
 namespace deltagen {
 namespace {
@@ -29,14 +31,26 @@ WeightFormat QuantRecipe::format_for(const std::vector<std::string>& tensors, co
 
 quant::FitOptions QuantRecipe::fit_for(const std::vector<std::string>& tensors, graph::DataType scale_dtype) const {
   quant::FitOptions fit{.method = method, .scales = scale_storage(scale_dtype)};
-  if (calibration && !tensors.empty()) fit.stats = calibration->find(tensors.front());
+  const CalibrationSite* site = calibration && !tensors.empty() ? calibration->site_of(tensors.front()) : nullptr;
+  bool full = false;  // the whole Gram matrix is at hand (gptq)
+  if (site && site->spilled.empty()) {
+    fit.stats = site->stats.get();
+    full = fit.stats->full();
+  } else if (site) {
+    // Read from the spill folder when the weight is quantized (as it is
+    // written): one Gram matrix in memory at a time.
+    fit.load_stats = [path = site->spilled, summary = site->stats, folder = calibration->spill] {
+      return std::shared_ptr<const quant::InputStats>(read_spilled_gram(path, *summary));
+    };
+    full = true;
+  }
   // A tied table is also the embedding, whose rounding errors gptq's H (the
   // lm_head's inputs) does not see: a larger damping pulls its fit toward the
   // plain squared error (measured on qwen35-tiny-en: docs/quantization.md).
   if (!tensors.empty() && tensors.front() == "embed_tokens.weight") fit.damp = kTiedTableDamp;
   // A weight no calibration input reaches (an untied embedding table, read by
   // a gather) is fitted by the scale search with equal weights.
-  if (method == quant::QuantMethod::Gptq && (!fit.stats || !fit.stats->full())) {
+  if (method == quant::QuantMethod::Gptq && !full) {
     fit.method = quant::QuantMethod::Search;
     fit.stats = nullptr;
   }
@@ -81,15 +95,38 @@ QuantRecipe prepare_quantization(const Checkpoint& ckpt, const BuildOptions& o, 
 
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int64_t> ids = calibration_ids(o.calibration, ckpt.dir(), kMinCalibrationTokens);
-  ReferenceModel model(ckpt);
+  if (int64_t(ids.size()) < o.calibration_tokens)
+    fail(o.calibration.string(), "has " + std::to_string(ids.size()) + " tokens, --calibration-tokens asks for " +
+                                     std::to_string(o.calibration_tokens) + " (a longer text, or fewer tokens)");
   CalibrationOptions co;
   co.max_tokens = o.calibration_tokens;
   co.full_gram = o.quant_method == quant::QuantMethod::Gptq;
   co.progress = o.show_progress;
-  r.calibration = calibrate(model, ids, co);
+  // The mixed plan reruns the whole model: it needs the resident float64
+  // reference. Otherwise the checkpoint streams through one layer at a time.
+  const bool streamed = o.bits_budget == 0;
+  const ModelConfig& cfg = ckpt.config();
+  const int64_t need = streamed ? streamed_calibration_bytes(cfg, o.calibration_tokens, co)
+                                : resident_calibration_bytes(cfg, o.calibration_tokens, co);
+  const int64_t limit = o.memory_limit > 0 ? o.memory_limit : available_memory_bytes();
+  if (need > limit)
+    fail(o.bits_budget != 0 ? "--bits-budget" : "--calibration",
+         std::string(streamed ? "calibrating" : "the mixed plan's study of") + " this model needs about " +
+             memory_text(need) + " of memory, " + memory_text(limit) +
+             (o.memory_limit > 0 ? " allowed by --memory-limit" : " available") +
+             (streamed ? ": use fewer --calibration-tokens" : ": leave out --bits-budget (calibration alone streams)"));
+  std::optional<ReferenceModel> model;
+  if (streamed) {
+    r.calibration = calibrate_streamed(ckpt, ids, co);
+  } else {
+    model.emplace(ckpt);
+    r.calibration = calibrate(*model, ids, co);
+  }
   const double calibrated = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.report["calibration"] = {{"file", o.calibration.filename().string()},
                              {"tokens", r.calibration->tokens},
+                             {"streamed", streamed},
+                             {"predicted_bytes", need},
                              {"seconds", calibrated}};
 
   if (o.bits_budget != 0) {
@@ -102,7 +139,7 @@ QuantRecipe prepare_quantization(const Checkpoint& ckpt, const BuildOptions& o, 
     mo.scale_bytes = scale_dtype == graph::kFloat ? 4 : 2;
     mo.threads = o.threads;
     mo.progress = o.show_progress;
-    const MixedPlan mixed = plan_mixed_precision(model, *r.calibration, ids, mo);
+    const MixedPlan mixed = plan_mixed_precision(*model, *r.calibration, ids, mo);
     for (const SitePlan& sp : mixed.sites)
       for (const std::string& w : sp.weights) r.formats[w] = sp.candidates[sp.chosen].format;
     r.report["bits_budget"] = o.bits_budget;

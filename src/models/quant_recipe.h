@@ -33,8 +33,10 @@ struct QuantRecipe {
 // Throws Error naming the flag for options that do not go together.
 void validate_quantization_options(const BuildOptions& opts);
 
-// Calibrates and plans as the options ask (this reads the whole checkpoint
-// into the float64 reference when --calibration is given).
+// Calibrates and plans as the options ask: with --calibration the checkpoint
+// streams through the reference one layer at a time (streamed_calibration.h);
+// with --bits-budget the whole model is loaded into the float64 reference.
+// Refuses, before any slow work, a calibration predicted not to fit in memory.
 QuantRecipe prepare_quantization(const Checkpoint& ckpt, const BuildOptions& opts, const PrecisionPlan& plan);
 
 }  // namespace deltagen

@@ -108,14 +108,16 @@ std::vector<float> upper_inverse(const std::vector<float>& r, int64_t k) {
 GptqFactor gptq_factor(const InputStats& stats, double damp) {
   const int64_t k = stats.k;
   const double tokens = double(std::max<int64_t>(stats.tokens, 1));
-  // H's lower triangle; a channel that never saw a nonzero input gets H_jj = 1
-  // (its weights do not matter on the calibration text).
-  std::vector<double> h(size_t(k * k), 0.0);
+  // H = G / tokens, read from G's lower triangle as it is needed (no copy of
+  // H: for the widest inputs, K^2 doubles are most of the build's memory). A
+  // channel that never saw a nonzero input gets H_jj = 1 (its weights do not
+  // matter on the calibration text).
+  std::vector<double> diag(static_cast<size_t>(k));
   double mean_diag = 0;
   for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j <= i; ++j) h[size_t(i * k + j)] = stats.gram[size_t(i * k + j)] / tokens;
-    if (h[size_t(i * k + i)] == 0.0) h[size_t(i * k + i)] = 1.0;
-    mean_diag += h[size_t(i * k + i)];
+    const double d = stats.gram[size_t(i * k + i)] / tokens;
+    diag[size_t(i)] = d == 0.0 ? 1.0 : d;
+    mean_diag += diag[size_t(i)];
   }
   mean_diag /= double(k);
 
@@ -123,11 +125,15 @@ GptqFactor gptq_factor(const InputStats& stats, double damp) {
   f.k = k;
   std::vector<float> r;
   for (double scale = damp; scale <= damp * 100 + 1e-12; scale *= 10) {
-    std::vector<float> a(h.begin(), h.end());
-    for (int64_t i = 0; i < k; ++i) a[size_t(i * k + i)] = float(h[size_t(i * k + i)] + scale * mean_diag);
+    std::vector<float> a(static_cast<size_t>(k * k), 0.0f);
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < i; ++j) a[size_t(i * k + j)] = float(stats.gram[size_t(i * k + j)] / tokens);
+      a[size_t(i * k + i)] = float(diag[size_t(i)] + scale * mean_diag);
+    }
     if (!upper_cholesky(a, k, r)) continue;
+    a = {};
     f.importance.resize(size_t(k));
-    for (int64_t i = 0; i < k; ++i) f.importance[size_t(i)] = h[size_t(i * k + i)] + scale * mean_diag;
+    for (int64_t i = 0; i < k; ++i) f.importance[size_t(i)] = diag[size_t(i)] + scale * mean_diag;
     f.u = upper_inverse(r, k);
     return f;
   }

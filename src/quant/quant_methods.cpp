@@ -218,6 +218,13 @@ float stored_scale(float scale, ScaleStorage storage) {
 
 QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const FitOptions& fit,
                                 const RowSource& source, int threads, const RowsDone& rows_done) {
+  if (!fit.stats && fit.load_stats) {
+    const std::shared_ptr<const InputStats> held = fit.load_stats();
+    FitOptions loaded = fit;
+    loaded.stats = held.get();
+    loaded.load_stats = nullptr;
+    return quantize_matrix(rows, cols, format, loaded, source, threads, rows_done);
+  }
   check_block_format(format);
   check_quant_method(fit.method);
   if (fit.stats && fit.stats->k != cols)

@@ -19,6 +19,8 @@
 //   awq     (AWQ-style channel scaling) not implemented: refused with an error.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -60,6 +62,10 @@ float stored_scale(float scale, ScaleStorage storage);
 struct FitOptions {
   QuantMethod method = QuantMethod::Rtn;
   const InputStats* stats = nullptr;  // search: optional (equal weights without); gptq: required, full
+  // Statistics too large to keep in memory for every weight (a streamed
+  // calibration's, on disk): read when the fit runs, which for a build is
+  // when the weight is written, and freed after it. Used when stats is null.
+  std::function<std::shared_ptr<const InputStats>()> load_stats;
   ScaleStorage scales = ScaleStorage::F32;
   double damp = 0.01;  // gptq: added to H's diagonal, times its mean (keeps H invertible)
 };

@@ -5,8 +5,10 @@
 #include <string>
 
 #include "deltagen/error.h"
+#include "kernels/gemm_f32.h"
 #include "quant/parallel.h"
 #include "reference/qwen35_ops.h"
+#include "util/mapped_pages.h"
 
 namespace deltagen {
 namespace {
@@ -34,6 +36,9 @@ std::vector<double> load_vector(const Checkpoint& ck, const std::string& name, i
 
 Matrix64 load_matrix(const Checkpoint& ck, const std::string& name, int64_t rows, int64_t cols) {
   std::vector<double> v = ck.load_f64(name);
+  // Copied: the mapping's pages can go (a streamed model reads a larger
+  // checkpoint than memory, one layer at a time).
+  drop_mapped_pages(ck.info(name).data, ck.info(name).nbytes);
   if (int64_t(v.size()) != rows * cols)
     fail(name, "has shape " + shape_text(ck.info(name).shape) + ", the config implies " +
                    shape_text({rows, cols}));
@@ -49,13 +54,25 @@ Matrix64 load_matrix(const Checkpoint& ck, const std::string& name, int64_t rows
 // A Linear layer without bias: x [T][in], w [out][in] -> [T][out]. Large
 // ones are split over threads by output rows: each value is the same dot
 // product whatever the split.
-Matrix64 linear(const Matrix64& x, const Matrix64& w) {
+Matrix64 linear_f64(const Matrix64& x, const Matrix64& w) {
   Matrix64 y(x.rows, w.rows);
   const int threads = x.rows * w.rows * w.cols >= (int64_t(1) << 22) ? 0 : 1;
   quant::parallel_for(w.rows, threads, 64, [&](int64_t begin, int64_t end) {
     for (int64_t t = 0; t < x.rows; ++t)
       for (int64_t o = begin; o < end; ++o) y.row(t)[o] = ref::dot(x.row(t), w.row(o), w.cols);
   });
+  return y;
+}
+
+// The same in fp32: inputs rounded to fp32, w32 the weight in fp32, fp32 sums (gemm_f32.h).
+Matrix64 linear_f32(const Matrix64& x, const std::vector<float>& w32, int64_t out) {
+  const std::vector<float> xf(x.data.begin(), x.data.end());
+  std::vector<float> yf(static_cast<size_t>(x.rows * out));
+  kernels::gemm_nt_f32(xf.data(), w32.data(), yf.data(), {x.rows, out, x.cols}, false, 0);
+  Matrix64 y;
+  y.rows = x.rows;
+  y.cols = out;
+  y.data.assign(yf.begin(), yf.end());
   return y;
 }
 
@@ -166,7 +183,17 @@ ReferenceModel::LayerWeights ReferenceModel::load_layer(const Checkpoint& ck, co
   return w;
 }
 
-ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
+Matrix64 ReferenceModel::linear(const Matrix64& x, const Matrix64& w) const {
+  if (w.rows * w.cols != int64_t(w.data.size()) || w.cols != x.cols)
+    fail("reference", "a Linear weight is not loaded (a streamed model runs only the layers it loaded)");
+  if (!options_.fp32_linear) return linear_f64(x, w);
+  std::vector<float>& w32 = fp32_weights_[w.data.data()];
+  if (w32.empty()) w32.assign(w.data.begin(), w.data.end());
+  return linear_f32(x, w32, w.rows);
+}
+
+ReferenceModel::ReferenceModel(const Checkpoint& ck, ReferenceOptions options)
+    : cfg_(ck.config()), options_(options) {
   const ModelConfig& c = cfg_;
   const int64_t H = c.hidden_size;
   if (c.num_attention_heads <= 0 || c.num_key_value_heads <= 0 || c.linear_num_key_heads <= 0 ||
@@ -176,11 +203,28 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
       int64_t(c.layer_types.size()) != c.num_hidden_layers)
     fail(ck.dir().string(), "config not supported by the reference (head counts, rotary_dim or layer_types)");
 
+  final_norm_ = load_vector(ck, "norm.weight", H);
+  lm_head_name_ = ck.lm_head_name();
+  inv_freq_ = ref::rope_inv_freq(c.rope_theta, c.rotary_dim());
+  for (int i = 0; i < 3; ++i) mrope_section_[i] = c.mrope_section[size_t(i)];
+  if (options_.streamed) {
+    streamed_from_ = &ck;
+    const TensorInfo& e = ck.info("embed_tokens.weight");
+    if (e.shape != std::vector<int64_t>{c.vocab_size, H})
+      fail("embed_tokens.weight", "has shape " + shape_text(e.shape) + ", the config implies " +
+                                      shape_text({c.vocab_size, H}));
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      layers_.emplace_back();
+      layers_.back().prefix = "layers." + std::to_string(i) + ".";
+      layers_.back().full = c.is_full(i);
+    }
+    loaded_.assign(size_t(c.num_hidden_layers), false);
+    return;
+  }
   embed_ = load_matrix(ck, "embed_tokens.weight", c.vocab_size, H);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     layers_.push_back(load_layer(ck, "layers." + std::to_string(i) + ".", c.is_full(i), i));
-  final_norm_ = load_vector(ck, "norm.weight", H);
-  lm_head_name_ = ck.lm_head_name();
+  loaded_.assign(size_t(c.num_hidden_layers), true);
   if (lm_head_name_ != "embed_tokens.weight") lm_head_ = load_matrix(ck, lm_head_name_, c.vocab_size, H);
 
   if (ck.has_mtp()) {  // a MoE model's head has a MoE MLP, like its layers
@@ -193,10 +237,28 @@ ReferenceModel::ReferenceModel(const Checkpoint& ck) : cfg_(ck.config()) {
     m.norm = load_vector(ck, "mtp.norm.weight", H);
     mtp_ = std::move(m);
   }
-
-  inv_freq_ = ref::rope_inv_freq(c.rope_theta, c.rotary_dim());
-  for (int i = 0; i < 3; ++i) mrope_section_[i] = c.mrope_section[size_t(i)];
 }
+
+void ReferenceModel::load_layer(int64_t layer) {
+  if (layer < 0 || layer >= cfg_.num_hidden_layers) throw std::logic_error("load_layer: no such layer");
+  if (loaded_[size_t(layer)]) return;
+  LayerWeights& w = layers_[size_t(layer)];
+  w = load_layer(*streamed_from_, w.prefix, w.full, layer);
+  loaded_[size_t(layer)] = true;
+}
+
+void ReferenceModel::release_layer(int64_t layer) {
+  if (layer < 0 || layer >= cfg_.num_hidden_layers) throw std::logic_error("release_layer: no such layer");
+  if (!options_.streamed || !loaded_[size_t(layer)]) return;
+  fp32_weights_.clear();  // only this layer's: layers run one at a time
+  LayerWeights& w = layers_[size_t(layer)];
+  LayerWeights empty;
+  empty.prefix = w.prefix;
+  empty.full = w.full;
+  w = std::move(empty);
+  loaded_[size_t(layer)] = false;
+}
+
 
 ReferenceState ReferenceModel::new_state() const {
   const ModelConfig& c = cfg_;
@@ -407,7 +469,7 @@ Matrix64 ReferenceModel::forward_embeds(const Matrix64& embeds, const MropePosit
                           " input embeddings");
   Matrix64 h = embeds;
   if (trace) trace->hidden.assign(1, h);
-  run_layers_at(0, h, state, pos, trace);
+  run_layers_at(0, cfg_.num_hidden_layers, h, state, pos, trace);
   state.rope_delta += pos.rope_delta;
   return logits_of(h, trace);
 }
@@ -427,6 +489,12 @@ Matrix64 ReferenceModel::embed(const std::vector<int64_t>& ids) const {
                             std::to_string(c.vocab_size) + ")");
   // Embedding lookup, no scaling.
   Matrix64 h(T, H);
+  if (streamed_from_) {  // the rows straight from the checkpoint's mapping
+    const TensorInfo& e = streamed_from_->info("embed_tokens.weight");
+    const size_t row_bytes = size_t(H) * dtype_size(e.dtype);
+    for (int64_t t = 0; t < T; ++t) convert_to_f64(e.dtype, e.data + size_t(ids[size_t(t)]) * row_bytes, size_t(H), h.row(t));
+    return h;
+  }
   for (int64_t t = 0; t < T; ++t) std::copy(embed_.row(ids[size_t(t)]), embed_.row(ids[size_t(t)]) + H, h.row(t));
   return h;
 }
@@ -453,19 +521,25 @@ Matrix64 ReferenceModel::embed_with_images(const std::vector<int64_t>& ids, cons
 }
 
 void ReferenceModel::run_layers(int64_t first, Matrix64& h, ReferenceState& state, ReferenceTrace* trace) const {
-  // Text: every token's three rotary positions are its index plus the delta.
-  run_layers_at(first, h, state, text_positions(state.position + state.rope_delta, h.rows), trace);
+  run_layers(first, cfg_.num_hidden_layers, h, state, trace);
 }
 
-void ReferenceModel::run_layers_at(int64_t first, Matrix64& h, ReferenceState& state, const MropePositions& pos,
-                                   ReferenceTrace* trace) const {
+void ReferenceModel::run_layers(int64_t first, int64_t end, Matrix64& h, ReferenceState& state,
+                                ReferenceTrace* trace) const {
+  // Text: every token's three rotary positions are its index plus the delta.
+  run_layers_at(first, end, h, state, text_positions(state.position + state.rope_delta, h.rows), trace);
+}
+
+void ReferenceModel::run_layers_at(int64_t first, int64_t end, Matrix64& h, ReferenceState& state,
+                                   const MropePositions& pos, ReferenceTrace* trace) const {
   const ModelConfig& c = cfg_;
   if (int64_t(state.kv.size()) != c.num_hidden_layers || int64_t(state.deltanet.size()) != c.num_hidden_layers)
     fail("reference", "state does not belong to this model (use new_state())");
-  if (first < 0 || first > c.num_hidden_layers || h.cols != c.hidden_size)
+  if (first < 0 || first > end || end > c.num_hidden_layers || h.cols != c.hidden_size)
     throw std::logic_error("run_layers: layer or width out of range");
   const LinearInputObserver* observe = trace ? &trace->linear_inputs : nullptr;
-  for (int64_t i = first; i < c.num_hidden_layers; ++i) {
+  for (int64_t i = first; i < end; ++i) {
+    if (!loaded_[size_t(i)]) fail("reference", "layer " + std::to_string(i) + " is not loaded (streamed model)");
     RouterTrace* routing = nullptr;
     if (trace && c.is_moe()) {
       trace->routing.resize(size_t(c.num_hidden_layers));
@@ -474,7 +548,7 @@ void ReferenceModel::run_layers_at(int64_t first, Matrix64& h, ReferenceState& s
     run_layer(layers_[size_t(i)], h, pos, &state.kv[size_t(i)], &state.deltanet[size_t(i)], observe, routing);
     if (trace) trace->hidden.push_back(h);
   }
-  state.position += h.rows;
+  if (end == c.num_hidden_layers) state.position += h.rows;
 }
 
 // One pre-norm residual block over h (updated in place): x += mixer(norm(x));

@@ -24,6 +24,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,11 +104,27 @@ struct ReferenceTrace {
   std::vector<RouterTrace> routing;   // MoE models: [num_layers], filled by the layers run
 };
 
+// How the reference holds and multiplies its weights. The defaults are the
+// oracle: every weight loaded at construction, every product in float64.
+struct ReferenceOptions {
+  // Nothing big is loaded at construction: load_layer(i) / release_layer(i)
+  // bring one decoder layer's weights in and out, and embed() reads the rows
+  // it needs from the checkpoint (which must outlive the model). The logits
+  // and the MTP head are not available. For calibrating models larger than
+  // memory (models/calibration.h).
+  bool streamed = false;
+  // Linear layers multiply in fp32 (kernels/gemm_f32.h: the weights and
+  // inputs rounded to fp32, sums in fp32); everything else stays float64.
+  // Bf16 and fp16 weights are exact in fp32. For calibration statistics,
+  // ~20x faster than the float64 products.
+  bool fp32_linear = false;
+};
+
 class ReferenceModel {
  public:
-  // Loads and converts every weight to fp64 once. Throws Error on a tensor
-  // whose shape disagrees with the config.
-  explicit ReferenceModel(const Checkpoint& ckpt);
+  // Loads and converts every weight to fp64 once (unless options.streamed).
+  // Throws Error on a tensor whose shape disagrees with the config.
+  explicit ReferenceModel(const Checkpoint& ckpt, ReferenceOptions options = {});
 
   const ModelConfig& config() const { return cfg_; }
 
@@ -158,6 +175,14 @@ class ReferenceModel {
   // Error when the ids hold other than n image tokens or the width differs.
   Matrix64 embed_with_images(const std::vector<int64_t>& ids, const Matrix64& image_features) const;
   void run_layers(int64_t first, Matrix64& h, ReferenceState& state, ReferenceTrace* trace = nullptr) const;
+  // Layers [first, end) only; state.position advances only when the run
+  // reaches the last layer (a caller running a window layer by layer keeps
+  // one state per window and moves it on at the end).
+  void run_layers(int64_t first, int64_t end, Matrix64& h, ReferenceState& state, ReferenceTrace* trace) const;
+  // A streamed model's layer weights (ReferenceOptions::streamed); running a
+  // layer that is not loaded is an Error. No-ops on a resident model.
+  void load_layer(int64_t layer);
+  void release_layer(int64_t layer);
   Matrix64 final_norm(const Matrix64& h) const;
   const Matrix64& logits_weight() const { return lm_head_.rows ? lm_head_ : embed_; }
   const std::string& lm_head_name() const { return lm_head_name_; }  // "embed_tokens.weight" when tied
@@ -218,6 +243,9 @@ class ReferenceModel {
   };
 
   LayerWeights load_layer(const Checkpoint& ck, const std::string& prefix, bool full, int64_t moe_layer) const;
+  // A Linear layer without bias: x [T][in], w [out][in] -> [T][out], in
+  // float64 or (options_.fp32_linear) fp32.
+  Matrix64 linear(const Matrix64& x, const Matrix64& w) const;
   void run_layer(const LayerWeights& w, Matrix64& h, const MropePositions& pos, KvCache* kv, DeltaNetState* deltanet,
                  const LinearInputObserver* observe, RouterTrace* routing) const;
   static ExpertWeights load_swiglu(const Checkpoint& ck, const std::string& prefix, int64_t I, int64_t H);
@@ -225,7 +253,7 @@ class ReferenceModel {
   MoeWeights load_moe(const Checkpoint& ck, const std::string& p, int64_t layer) const;
   Matrix64 full_attention(const LayerWeights& w, const Matrix64& x, const MropePositions& pos, KvCache& cache,
                           const LinearInputObserver* observe) const;
-  void run_layers_at(int64_t first, Matrix64& h, ReferenceState& state, const MropePositions& pos,
+  void run_layers_at(int64_t first, int64_t end, Matrix64& h, ReferenceState& state, const MropePositions& pos,
                      ReferenceTrace* trace) const;
   Matrix64 logits_of(const Matrix64& h, ReferenceTrace* trace) const;
   Matrix64 gated_delta_net(const LayerWeights& w, const Matrix64& x, DeltaNetState& st,
@@ -235,7 +263,12 @@ class ReferenceModel {
                RouterTrace* routing) const;
 
   ModelConfig cfg_;
-  Matrix64 embed_;    // [vocab][hidden]
+  ReferenceOptions options_;
+  const Checkpoint* streamed_from_ = nullptr;  // options_.streamed
+  std::vector<bool> loaded_;  // [num_layers]: layer weights present
+  // fp32_linear: each weight's fp32 copy, made on first use (dropped with its layer).
+  mutable std::map<const double*, std::vector<float>> fp32_weights_;
+  Matrix64 embed_;    // [vocab][hidden]; empty when streamed
   std::vector<LayerWeights> layers_;
   std::vector<double> final_norm_;  // [hidden], offsets
   Matrix64 lm_head_;  // [vocab][hidden]; empty when tied to embed_

@@ -6,6 +6,7 @@
 //               --linear-attn-bits 8   --embedding-gather quantized|float
 //   fitting     --quant-method rtn|search|gptq   --calibration TEXT_FILE   --calibration-tokens N (1024)
 //               --bits-budget B (mixed int4/int8 by measured sensitivity; needs --calibration)
+//               --memory-limit GB (what calibration may use; default: the machine's available memory)
 //   graph I/O   --exclude-embeds   --exclude-lm-head   --prune-lm-head
 //               --layer-outputs (hidden_states.0..N: the residual stream between layers)
 //               --no-mtp (leave a checkpoint's multi-token-prediction head out: no mtp.onnx)
@@ -94,6 +95,18 @@ BuildOptions build_options_from_args(Args& args) {
   }
   if (auto v = args.get("calibration")) o.calibration = *v;
   o.calibration_tokens = args.get_int("calibration-tokens", o.calibration_tokens);
+  if (auto v = args.get("memory-limit")) {
+    double gb = 0;
+    try {
+      size_t used = 0;
+      gb = std::stod(*v, &used);
+      if (used != v->size()) throw std::invalid_argument(*v);
+    } catch (const std::exception&) {
+      fail("--memory-limit", "expected a number of gigabytes, got '" + *v + "'");
+    }
+    if (!(gb > 0 && gb < 1e6)) fail("--memory-limit", "must be a positive number of gigabytes, got '" + *v + "'");
+    o.memory_limit = int64_t(gb * 1e9);
+  }
   if (auto v = args.get("bits-budget")) {
     try {
       size_t used = 0;
