@@ -71,13 +71,22 @@ TEST(GemmF32, AccumulatesAndKeepsTheLowerTriangleOfAGram) {
   EXPECT_LT(worst_error(xt, xt, g, m, m, k, true), 1e-5);
 }
 
+// Wide products split columns between threads, narrow ones (one column
+// chunk) rows; alpha scales what is added.
 TEST(GemmF32, TheResultDoesNotDependOnTheThreadCount) {
-  const int64_t m = 37, n = 1100, k = 600;
-  const auto a = random_floats(m * k, 4), b = random_floats(n * k, 5);
-  std::vector<float> one(size_t(m * n)), three(size_t(m * n));
-  gemm_nt_f32(a.data(), b.data(), one.data(), {m, n, k}, false, 1);
-  gemm_nt_f32(a.data(), b.data(), three.data(), {m, n, k}, false, 3);
-  EXPECT_EQ(one, three);
+  struct Case { int64_t m, n, k; };
+  for (const Case& cs : {Case{37, 1100, 600}, Case{500, 40, 300}}) {
+    const auto a = random_floats(cs.m * cs.k, 4), b = random_floats(cs.n * cs.k, 5);
+    std::vector<float> one(size_t(cs.m * cs.n), 1.0f), three(size_t(cs.m * cs.n), 1.0f);
+    GemmShape shape{cs.m, cs.n, cs.k};
+    shape.alpha = -0.5f;
+    gemm_nt_f32(a.data(), b.data(), one.data(), shape, true, 1);
+    gemm_nt_f32(a.data(), b.data(), three.data(), shape, true, 3);
+    EXPECT_EQ(one, three) << cs.m << "x" << cs.n;
+    double exact = 1.0;
+    for (int64_t d = 0; d < cs.k; ++d) exact -= 0.5 * double(a[size_t(d)]) * double(b[size_t(d)]);
+    EXPECT_NEAR(one[0], exact, 1e-4);
+  }
 }
 
 }  // namespace

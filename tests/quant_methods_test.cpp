@@ -128,8 +128,9 @@ TEST(QuantMethods, ResultsDoNotDependOnThreads) {
 }
 
 TEST(QuantMethods, GptqFactorIsTheCholeskyFactorOfTheInverse) {
-  const int64_t k = 83;  // several panels of the factorization, the last one short
-  const InputStats stats = random_inputs(k, 200, 9);
+ for (const int64_t k : {83, 300}) {  // one block of the factorization; three, the last one short
+  SCOPED_TRACE("k = " + std::to_string(k));
+  const InputStats stats = random_inputs(k, 400, 9);
   const GptqFactor f = gptq_factor(stats, 0.01);
   // H from the statistics as gptq_factor damps it; then H * (U^T U) = I.
   std::vector<double> h(size_t(k * k));
@@ -152,6 +153,7 @@ TEST(QuantMethods, GptqFactorIsTheCholeskyFactorOfTheInverse) {
       EXPECT_NEAR(hinv_col, i == j ? 1.0 : 0.0, 1e-4) << i << "," << j;
     }
   }
+ }
 }
 
 TEST(QuantMethods, ScalesAreFittedAsStored) {

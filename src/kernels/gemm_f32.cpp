@@ -47,19 +47,29 @@ void gemm_nt_f32(const float* a, const float* b, float* c, const GemmShape& s, b
   if (s.k <= 0) return;
   const int64_t chunks = (s.n + kColumnChunk - 1) / kColumnChunk;
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  threads = int(std::min<int64_t>(threads, chunks));
-  // Thread t takes chunks t, t + threads, ...: interleaved, so that a
+  // Tasks are (column chunk, row part): rows are split too when there are
+  // fewer chunks than threads (a narrow product, e.g. one panel of a
+  // factorization), in parts of whole register tiles.
+  const int64_t row_parts = std::max<int64_t>(1, std::min<int64_t>(threads / chunks, s.m / 64));
+  const int64_t tasks = chunks * row_parts;
+  threads = int(std::min<int64_t>(threads, tasks));
+  const int64_t part_rows = (s.m + row_parts - 1) / row_parts;
+  // Thread t takes tasks t, t + threads, ...: interleaved, so that a
   // triangle's long and short chunks spread evenly. Each C entry is summed
-  // by one thread in one order, so the result does not depend on `threads`.
+  // by one task in one order, so the result does not depend on `threads`.
   auto work = [&](int t) {
     std::vector<float> packed(size_t(kGemmDepth * (kColumnChunk + kernels.panel)));
-    for (int64_t ch = t; ch < chunks; ch += threads) {
+    for (int64_t task = t; task < tasks; task += threads) {
+      const int64_t ch = task / row_parts, part = task % row_parts;
       const int64_t j0 = ch * kColumnChunk, cols = std::min(kColumnChunk, s.n - j0);
-      const int64_t i0 = s.lower ? std::min(j0, s.m) : 0;
+      const int64_t first = std::max(part * part_rows, s.lower ? std::min(j0, s.m) : 0);
+      const int64_t last = std::min(s.m, (part + 1) * part_rows);
+      if (first >= last) continue;
       for (int64_t d0 = 0; d0 < s.k; d0 += kGemmDepth) {
         const int64_t depth = std::min(kGemmDepth, s.k - d0);
         pack_columns(b, ldb, j0, cols, d0, depth, kernels.panel, packed.data());
-        kernels.block(a + i0 * lda + d0, lda, packed.data(), depth, s.m - i0, cols, c + i0 * ldc + j0, ldc);
+        kernels.block(a + first * lda + d0, lda, packed.data(), depth, last - first, cols, c + first * ldc + j0, ldc,
+                      s.alpha);
       }
     }
   };

@@ -6,7 +6,7 @@
 //
 // Each C entry is one fp32 sum over k in a fixed order (blocks of kGemmDepth,
 // inside a block in k order), whatever the thread count: the threads split
-// the columns n.
+// the columns n, and the rows m when there are fewer column chunks than threads.
 #pragma once
 #include <cstdint>
 
@@ -22,6 +22,7 @@ struct GemmShape {
   // Only the lower triangle c[i][j], j <= i, is needed (a Gram matrix, m = n):
   // a block of columns starting at j0 skips the rows above j0.
   bool lower = false;
+  float alpha = 1.0f;  // C (+)= alpha A B^T (-1: the updates of a factorization)
 };
 
 // C = A B^T (accumulate = false) or C += A B^T. threads: 0 = all cores.
@@ -36,7 +37,7 @@ struct GemmF32Kernels {
   KernelLevel isa;
   int64_t panel;  // columns per packed panel (two vector registers)
   void (*block)(const float* a, int64_t lda, const float* bp, int64_t depth, int64_t m, int64_t n, float* c,
-                int64_t ldc);
+                int64_t ldc, float alpha);
 };
 extern const GemmF32Kernels kGemmF32Scalar;  // gemm_f32.cpp (baseline x86-64, SSE2)
 extern const GemmF32Kernels kGemmF32Avx2;    // gemm_f32_avx2.cpp

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "deltagen/error.h"
+#include "kernels/gemm_f32.h"
 #include "quant/gptq.h"
 #include "quant/parallel.h"
 #include "util/half.h"
@@ -104,42 +105,51 @@ void search_row(float* row, int64_t k, const BlockFormat& f, const double* impor
 }
 
 // Rows [count][k] with GPTQ's error feedback (gptq.h has U, the factor of
-// H^-1). The rows are independent; they go through the columns together so
-// that each row of U is read once per group of rows, not once per row.
+// H^-1). Column by column inside a lazy batch of GptqFactor::kLazyColumns;
+// at the batch's end its errors reach the later columns in one product. A
+// block's scale is searched when the block is reached, on its values as
+// updated so far (every batch before the block has been applied). The rows
+// are independent: the result of a row does not depend on the others.
 void gptq_rows(float* rows, int64_t count, int64_t k, const BlockFormat& f, const GptqFactor& h, ScaleStorage st,
                uint8_t* codes, float* scales, uint8_t* zero_points) {
+  constexpr int64_t kLazy = GptqFactor::kLazyColumns;
   const int64_t bs = f.block_size, blocks = f.blocks_per_row(k), row_codes = blocks * bs;
   std::vector<float> block(static_cast<size_t>(bs));
   std::vector<double> weights(static_cast<size_t>(bs));
   std::vector<BlockFit> fits(static_cast<size_t>(count));
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t begin = b * bs, n = std::min(bs, k - begin);
-    // Each row's block scale from its values as updated by the columns before it.
-    for (int64_t r = 0; r < count; ++r) {
-      const float* row = rows + r * k;
-      std::fill(block.begin(), block.end(), 0.0f);
-      std::copy(row + begin, row + begin + n, block.begin());
-      std::fill(weights.begin(), weights.end(), 0.0);
-      for (int64_t i = 0; i < n; ++i) weights[size_t(i)] = h.importance[size_t(begin + i)];
-      const BlockFit fit = search_block(block.data(), weights.data(), bs, f, st);
-      fits[size_t(r)] = fit;
-      scales[r * blocks + b] = fit.scale;
-      zero_points[r * blocks + b] = uint8_t(fit.zero_point);
-      for (int64_t i = n; i < bs; ++i) codes[r * row_codes + b * bs + i] = uint8_t(encode(0.0f, fit, f.max_code()));
-    }
-    for (int64_t j = begin; j < begin + n; ++j) {
-      const float* u = h.row(j);  // U[j][j..k)
-      const float* u_rest = u + 1;
-      const int64_t m = k - j - 1;
+  std::vector<float> errors(static_cast<size_t>(count * kLazy));  // [count][kLazy]: the batch's e_j / U[j][j]
+  for (int64_t j = 0; j < k; ++j) {
+    if (j % bs == 0) {
+      // Each row's block scale from its values as updated by the columns before it.
+      const int64_t b = j / bs, n = std::min(bs, k - j);
       for (int64_t r = 0; r < count; ++r) {
-        float* row = rows + r * k;
-        const BlockFit& fit = fits[size_t(r)];
-        const int q = encode(row[j], fit, f.max_code());
-        codes[r * row_codes + j] = uint8_t(q);
-        const float e = (row[j] - decode(q, fit)) / u[0];
-        float* rest = row + j + 1;
-        for (int64_t c = 0; c < m; ++c) rest[c] -= e * u_rest[c];
+        const float* row = rows + r * k;
+        std::fill(block.begin(), block.end(), 0.0f);
+        std::copy(row + j, row + j + n, block.begin());
+        std::fill(weights.begin(), weights.end(), 0.0);
+        for (int64_t i = 0; i < n; ++i) weights[size_t(i)] = h.importance[size_t(j + i)];
+        const BlockFit fit = search_block(block.data(), weights.data(), bs, f, st);
+        fits[size_t(r)] = fit;
+        scales[r * blocks + b] = fit.scale;
+        zero_points[r * blocks + b] = uint8_t(fit.zero_point);
+        for (int64_t i = n; i < bs; ++i) codes[r * row_codes + j + i] = uint8_t(encode(0.0f, fit, f.max_code()));
       }
+    }
+    const int64_t c0 = j / kLazy * kLazy, c1 = std::min(k, c0 + kLazy);
+    const float* u = h.row(j);  // U[j][j..k)
+    for (int64_t r = 0; r < count; ++r) {
+      float* row = rows + r * k;
+      const BlockFit& fit = fits[size_t(r)];
+      const int q = encode(row[j], fit, f.max_code());
+      codes[r * row_codes + j] = uint8_t(q);
+      const float e = (row[j] - decode(q, fit)) / u[0];
+      errors[size_t(r * kLazy + (j - c0))] = e;
+      for (int64_t c = j + 1; c < c1; ++c) row[c] -= e * u[c - j];
+    }
+    if (j + 1 == c1 && c1 < k) {  // the batch's feedback to every later column
+      kernels::GemmShape later{.m = count, .n = k - c1, .k = c1 - c0, .lda = kLazy, .ldb = c1 - c0, .ldc = k};
+      later.alpha = -1.0f;
+      kernels::gemm_nt_f32(errors.data(), h.later_of(c0), rows + c1, later, true, 1);
     }
   }
 }
