@@ -122,8 +122,9 @@ TEST(QuantBuild, BitsBudgetPlansWithinTheBudget) {
   EXPECT_EQ(g.exit_code, 0) << g.err;
 }
 
-// With the embedding split off in fp16, the table is 88 % of the file but one
-// row of what a token reads: 4.5 bits per weight read fits, per weight stored it cannot.
+// With the embedding split off in fp16, the table is three quarters of the
+// file's bytes but one row of what a token reads: 4.5 bits per weight read
+// fits, per weight stored it cannot.
 TEST(QuantBuild, BitsBudgetCountsTheWeightsATokenReads) {
   if (!fixture().skip.empty()) GTEST_SKIP() << fixture().skip;
   TempDir out;
@@ -149,7 +150,7 @@ TEST(QuantBuild, BitsBudgetCountsTheWeightsATokenReads) {
         << s["weights"][0];
   // The whole model's count, from the graph: the fp16 table is a row of what a token reads.
   const nlohmann::json& w = q["weights"];
-  EXPECT_GT(w["file"]["bits_per_weight"].get<double>(), 12.0);
+  EXPECT_GT(w["file"]["bits_per_weight"].get<double>(), 9.0);
   EXPECT_LT(w["read_per_token"]["bits_per_weight"].get<double>(), 5.0);
 
   std::vector<std::string> file_flags = flags;
