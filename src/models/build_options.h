@@ -79,7 +79,8 @@ struct BuildOptions {
   // --bits-budget B: mixed precision: each group of projections that reads one
   // input gets int4 (the build's block size or coarser) or int8 by its
   // measured effect on KL, within B bits per weight on average (scales and
-  // zero points counted). Needs --precision int4 and --calibration. 0 = off.
+  // zero points counted; over the weights a decoded token reads, or those
+  // stored: --budget-of). Needs --precision int4 and --calibration. 0 = off.
   double bits_budget = 0;
   // --budget-of read|file: what --bits-budget averages over. read (default):
   // the weights one decoded token reads (every projection, the lm_head, one
