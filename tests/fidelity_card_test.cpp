@@ -254,6 +254,9 @@ TEST(FidelityCardCli, CardWritesTheCardAndInspectShowsIt) {
   const ordered_json card = ordered_json::parse(test::read_text(model / "fidelity.json"));
   EXPECT_LT(num(card, "kl", "max"), 1e-6);
   EXPECT_EQ(card["tokens"], 100);
+  // An fp32 model: 32 bits per weight stored and read (its tied table is the lm_head, read whole).
+  EXPECT_EQ(card["weights"]["file"]["bits_per_weight"], 32.0);
+  EXPECT_EQ(card["weights"]["read_per_token"]["bytes"], card["weights"]["file"]["bytes"]);
 
   r = run_cli({"card", model.string(), "--reference", model.string(), "--text", text.string(), "--max-tokens", "100",
                "--context", "64", "--threads", "1", "--json"});
@@ -264,7 +267,8 @@ TEST(FidelityCardCli, CardWritesTheCardAndInspectShowsIt) {
 
   r = run_cli({"inspect", model.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("\nfidelity (vs tiny-fp32, 100 tokens of card.txt): mean KL 0, p99 0, top-1 100.00 %, ppl ratio 1.0000\n"),
+  EXPECT_NE(r.out.find("\nfidelity (vs tiny-fp32, 100 tokens of card.txt): mean KL 0, p99 0, top-1 100.00 %, ppl ratio 1.0000, "
+                       "32.00 bits/weight read per token (32.00 in the file)\n"),
             std::string::npos)
       << r.out;
   r = run_cli({"inspect", model.string(), "--json"});

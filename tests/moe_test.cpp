@@ -180,6 +180,12 @@ TEST(MoeGraph, DecodeReadsOnlyTheActiveExperts) {
     EXPECT_GT(f.expert_bytes, 0);
     EXPECT_EQ(f.active_expert_bytes, f.expert_bytes * cfg.num_experts_per_tok / cfg.num_experts);
     EXPECT_EQ(f.decode_read_bytes(), f.weight_bytes - f.row_indexed_bytes - f.expert_bytes + f.active_expert_bytes);
+    // The weight counts: a token reads every weight but the E - k experts its
+    // router skips (the tied table is the lm_head, read whole).
+    const double experts = double(cfg.num_hidden_layers * cfg.num_experts * 3 * cfg.moe_intermediate_size *
+                                  cfg.hidden_size);
+    const double skipped = experts * double(cfg.num_experts - cfg.num_experts_per_tok) / double(cfg.num_experts);
+    EXPECT_EQ(f.stored.weights - f.read_per_token.weights, skipped) << model;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -119,6 +120,43 @@ TEST(QuantBuild, BitsBudgetPlansWithinTheBudget) {
   const test::CliResult g = test::run_cli({"generate", "--model", (out / "mixed").string(), "--prompt", "The",
                                            "--max-new-tokens", "4", "--ignore-eos"});
   EXPECT_EQ(g.exit_code, 0) << g.err;
+}
+
+// With the embedding split off in fp16, the table is three quarters of the
+// file's bytes but one row of what a token reads: 4.5 bits per weight read
+// fits, per weight stored it cannot.
+TEST(QuantBuild, BitsBudgetCountsTheWeightsATokenReads) {
+  if (!fixture().skip.empty()) GTEST_SKIP() << fixture().skip;
+  TempDir out;
+  const std::vector<std::string> flags = {"--precision", "int4", "--quant-method", "search", "--calibration",
+                                          fixture().calib.string(), "--calibration-tokens", "64", "--embedding", "fp16",
+                                          "--bits-budget", "4.5"};
+  const test::CliResult r = build(out / "read", flags);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json q = read_json(out / "read" / "quantization.json");
+  EXPECT_EQ(q["mixed"]["budget_of"], "read");
+  EXPECT_LE(q["mixed"]["bits_per_weight"].get<double>(), 4.5);
+  EXPECT_GT(q["mixed"]["bits_per_weight"].get<double>(), 4.2) << "the plan spends what it is given";
+  // The head is its own site and the plan's base is the build's int4.
+  EXPECT_EQ(q["mixed"]["base"], "int4/b32/sym");
+  // Every promoted site is in the plan with the format named, above the base.
+  std::set<std::string> promoted;
+  for (const auto& p : q["mixed"]["promoted"]) {
+    EXPECT_EQ(p["format"].get<std::string>().rfind("int8", 0), 0u) << p;
+    promoted.insert(p["weights"][0].get<std::string>());
+  }
+  for (const auto& s : q["mixed"]["sites"])
+    EXPECT_EQ(promoted.count(s["weights"][0].get<std::string>()) != 0, s["format"].get<std::string>().rfind("int8", 0) == 0)
+        << s["weights"][0];
+  // The whole model's count, from the graph: the fp16 table is a row of what a token reads.
+  const nlohmann::json& w = q["weights"];
+  EXPECT_GT(w["file"]["bits_per_weight"].get<double>(), 9.0);
+  EXPECT_LT(w["read_per_token"]["bits_per_weight"].get<double>(), 5.0);
+
+  std::vector<std::string> file_flags = flags;
+  file_flags.insert(file_flags.end(), {"--budget-of", "file"});
+  test::expect_one_line_error(build(out / "file", file_flags), "no plan fits 4.5");
+  EXPECT_FALSE(fs::exists(out / "file"));
 }
 
 TEST(QuantBuild, BadOptionsAndCalibrationTextAreOneLineErrors) {

@@ -41,6 +41,8 @@ set(deltagen_label_rules
   # ---- tests whose suite says otherwise ---------------------------------------------
   "^Attention\\.(GatedFormFolds|RotaryInsideModel)"      "model"
   "^GraphFacts\\.UntiedEmbeddingTable"                   "model"
+  "^EmbeddingFormat\\.Cli"                               "cli,golden"
+  "^EmbeddingFormat\\."                                  "golden"
   "^BuilderGraph\\.(RotaryRunsInside|PrunedLmHead|ExcludedEmbeddings|ExcludedLmHead)" "golden"
   "^BuilderGraph\\.ImpossibleOptions"                    "unit"
   "^BuilderGraph\\.CliBuildTakesEveryFlag"               "cli,golden"

@@ -9,6 +9,7 @@
 
 #include "measure/compare.h"
 #include "measure/corpus.h"
+#include "measure/graph_facts.h"
 #include "tokenizer/text_file.h"
 #include "runtime/genai_config.h"
 #include "util/atomic_file.h"
@@ -153,6 +154,8 @@ ordered_json measure_fidelity_card(const fs::path& model_dir, const CardOptions&
   card["ppl"] = {{"model", f.ppl_b}, {"reference", f.ppl_a}, {"ratio", f.ppl_ratio}};
   card["rms_dp"] = f.rms_dp;
   card["settings"] = {{"context", context}, {"max_tokens", o.max_tokens}};
+  // Bits per weight of the file and what one decoded token reads: the cost side of the card.
+  card["weights"] = weight_counts_json(graph_facts(model_dir));
   card["date"] = utc_now_iso8601();
   if (quantization) card["quantization"] = std::move(*quantization);
   return card;

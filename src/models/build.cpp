@@ -13,6 +13,7 @@
 
 #include "checkpoint/generation_config.h"
 #include "graph/onnx_writer.h"
+#include "measure/graph_facts.h"
 #include "models/precision_plan.h"
 #include "models/quant_recipe.h"
 #include "models/qwen35.h"
@@ -288,8 +289,12 @@ BuildReport build_model(const Checkpoint& ckpt, const BuildOptions& requested, c
   const std::optional<GenerationDefaults> gen = read_generation_config(ckpt.dir());
   write_file_atomic(dir.path() / "genai_config.json",
                     genai_config(cfg, opts, report.context_length, gen, mtp).dump(4) + "\n");
-  if (!recipe.report.is_null())
-    write_file_atomic(dir.path() / "quantization.json", recipe.report.dump(2) + "\n");
+  if (!recipe.report.is_null()) {
+    // What the model stores and what a decoded token reads, counted on the written graph.
+    nlohmann::json report = recipe.report;
+    report["weights"] = measure::weight_counts_json(measure::graph_facts(dir.path() / kModelFile));
+    write_file_atomic(dir.path() / "quantization.json", report.dump(2) + "\n");
+  }
   copy_files_into(ckpt.tokenizer_files(), dir.path());
   dir.commit();
   return report;

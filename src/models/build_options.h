@@ -59,6 +59,13 @@ struct BuildOptions {
   // GatherBlockQuantized: the lm_head's own when tied (stored once), its own
   // quantized copy when untied. The embedding is quantized like the lm_head.
   bool quantized_embedding_gather = true;
+  // --embedding fp32|fp16|int8|int4: the embedding table's own format, apart
+  // from the lm_head's (a quantized build only). A token reads one row of the
+  // table but the whole lm_head, so the table costs file bytes, not decode
+  // bandwidth. On a tied checkpoint a format other than the lm_head's unties
+  // them: the lm_head gets its own weight (fitted for the lm_head alone) and
+  // the embedding its own table. none = today's rule (the table follows the lm_head).
+  std::optional<Precision> embedding_precision;
 
   // ---- how quantized blocks are fitted (quant/quant_methods.h, docs/quantization.md) ----
   // --quant-method rtn|search|gptq: round to nearest, scale search, or GPTQ's
@@ -76,8 +83,14 @@ struct BuildOptions {
   // --bits-budget B: mixed precision: each group of projections that reads one
   // input gets int4 (the build's block size or coarser) or int8 by its
   // measured effect on KL, within B bits per weight on average (scales and
-  // zero points counted). Needs --precision int4 and --calibration. 0 = off.
+  // zero points counted; over the weights a decoded token reads, or those
+  // stored: --budget-of). Needs --precision int4 and --calibration. 0 = off.
   double bits_budget = 0;
+  // --budget-of read|file: what --bits-budget averages over. read (default):
+  // the weights one decoded token reads (every projection, the lm_head, one
+  // embedding row); file: the weights stored (a separate embedding table whole).
+  enum class BudgetOf { Read, File };
+  BudgetOf budget_of = BudgetOf::Read;
 
   // ---- graph I/O ------------------------------------------------------------------
   bool exclude_embeds = false;   // --exclude-embeds: input inputs_embeds [B,S,H] instead of input_ids

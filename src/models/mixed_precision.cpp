@@ -73,6 +73,26 @@ int64_t stored_bytes(int64_t n, int64_t k, const quant::BlockFormat& f, int scal
   return n * (f.packed_row_bytes(k) + blocks * scale_bytes + (f.symmetric ? 0 : f.zero_point_row_bytes(k)));
 }
 
+int64_t format_bytes(int64_t n, int64_t k, const WeightFormat& f, int scale_bytes) {
+  if (f.quantized) return stored_bytes(n, k, f.block, scale_bytes);
+  return n * k * (f.float_dtype == graph::kFloat ? 4 : 2);
+}
+
+// The embedding bytes the budget counts beside the head site in `head_format`:
+// one row per token, or the whole table when the file stores it apart.
+int64_t embedding_counted_bytes(const MixedPlanOptions& o, const WeightFormat& head_format) {
+  if (o.embedding_rows == 0) return 0;
+  const WeightFormat& f = o.embedding_format ? *o.embedding_format : head_format;
+  if (o.budget_per_read) return format_bytes(1, o.embedding_cols, f, o.scale_bytes);
+  return o.embedding_shared ? 0 : format_bytes(o.embedding_rows, o.embedding_cols, f, o.scale_bytes);
+}
+
+int64_t embedding_counted_weights(const MixedPlanOptions& o) {
+  if (o.embedding_rows == 0) return 0;
+  if (o.budget_per_read) return o.embedding_cols;
+  return o.embedding_shared ? 0 : o.embedding_rows * o.embedding_cols;
+}
+
 struct Quantized {
   std::vector<float> values;  // dequantized [N][K]
   double weighted_error = 0;  // sum_c importance[c] (w - q)^2
@@ -128,10 +148,12 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
   // Each site's formats and their bytes; a budget below the smallest plan
   // fails before anything is measured.
   MixedPlan plan;
-  int64_t params = 0, min_bytes = 0;
+  plan.budget_per_read = o.budget_per_read;
+  int64_t params = embedding_counted_weights(o), min_bytes = 0;
   for (const CalibrationSite& site : cal.sites) {
     SitePlan sp;
     sp.weights = site.weights;
+    const bool head = layer_of(site.weights.front()) < 0;
     int64_t min_k = INT64_MAX;
     for (const std::string& name : site.weights) {
       const Matrix64& w = model.linear_weight(name);
@@ -145,17 +167,26 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
         const Matrix64& w = model.linear_weight(name);
         sf.bytes += stored_bytes(w.rows, w.cols, f.block, o.scale_bytes);
       }
+      // The embedding rides on the head site: its format may follow the head's.
+      sf.counted_bytes = sf.bytes + (head ? embedding_counted_bytes(o, f) : 0);
       sp.candidates.push_back(sf);
     }
     int64_t smallest = INT64_MAX;
-    for (const SiteFormat& f : sp.candidates) smallest = std::min(smallest, f.bytes);
+    for (const SiteFormat& f : sp.candidates) smallest = std::min(smallest, f.counted_bytes);
     params += sp.params;
     min_bytes += smallest;
     plan.sites.push_back(std::move(sp));
   }
+  // A head site without one (an untied checkpoint's float-gathered table, say)
+  // still leaves the embedding's fixed bytes to count.
+  bool has_head = false;
+  for (const SitePlan& sp : plan.sites) has_head |= layer_of(sp.weights.front()) < 0;
+  const int64_t fixed_bytes = has_head || !o.embedding_format ? 0 : embedding_counted_bytes(o, *o.embedding_format);
+  min_bytes += fixed_bytes;
   const double budget_bytes = o.bits_budget * double(params) / 8.0;
   if (double(min_bytes) > budget_bytes)
-    fail("--bits-budget", "no plan fits " + std::to_string(o.bits_budget) + " bits per weight: the smallest is " +
+    fail("--bits-budget", "no plan fits " + std::to_string(o.bits_budget) + " bits per weight " +
+                              (o.budget_per_read ? "read per token" : "of the file") + ": the smallest is " +
                               std::to_string(double(min_bytes) * 8.0 / double(params)));
 
   // The unquantized model: the residual stream entering each layer, and the
@@ -169,7 +200,8 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
   }
   const Matrix64& head = model.logits_weight();
   std::vector<float> head_f(head.data.begin(), head.data.end());
-  std::vector<float> base = float_logits(model.final_norm(h), head_f, vocab, o.threads);
+  const Matrix64 final_normed = model.final_norm(h);
+  std::vector<float> base = float_logits(final_normed, head_f, vocab, o.threads);
   log_softmax_rows(base, vocab);
 
   for (size_t s = 0; s < cal.sites.size(); ++s) {
@@ -194,18 +226,24 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
     }
 
     // The base format's measured KL: rerun from the site's layer (the whole
-    // model for the head: when tied, the embedding changes too).
+    // model for a shared head table: the embedding changes too; a head of
+    // its own changes the logits alone).
     const int64_t layer = layer_of(site.weights.front());
-    Matrix64 x = layer >= 0 ? trace.hidden[size_t(layer)] : model.embed(ids);
-    ReferenceState state = model.new_state();
-    model.run_layers(std::max<int64_t>(layer, 0), x, state);
     std::vector<float> logits;
-    if (layer >= 0) {
-      logits = float_logits(model.final_norm(x), head_f, vocab, o.threads);
-    } else {
+    if (layer < 0 && !o.embedding_shared) {
       const Matrix64& qhead = model.logits_weight();
-      logits = float_logits(model.final_norm(x), std::vector<float>(qhead.data.begin(), qhead.data.end()), vocab,
-                            o.threads);
+      logits = float_logits(final_normed, std::vector<float>(qhead.data.begin(), qhead.data.end()), vocab, o.threads);
+    } else {
+      Matrix64 x = layer >= 0 ? trace.hidden[size_t(layer)] : model.embed(ids);
+      ReferenceState state = model.new_state();
+      model.run_layers(std::max<int64_t>(layer, 0), x, state);
+      if (layer >= 0) {
+        logits = float_logits(model.final_norm(x), head_f, vocab, o.threads);
+      } else {
+        const Matrix64& qhead = model.logits_weight();
+        logits = float_logits(model.final_norm(x), std::vector<float>(qhead.data.begin(), qhead.data.end()), vocab,
+                              o.threads);
+      }
     }
     log_softmax_rows(logits, vocab);
     const double kl = mean_kl(base, logits, vocab);
@@ -217,17 +255,18 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
   if (show) std::fputc('\n', stderr);
 
   auto choose = [&](double lambda) {
-    int64_t bytes = 0;
+    int64_t bytes = fixed_bytes;
     for (SitePlan& sp : plan.sites) {
       double best = INFINITY;
       for (size_t f = 0; f < sp.candidates.size(); ++f) {
-        const double cost = sp.candidates[f].kl + lambda * double(sp.candidates[f].bytes);
-        if (cost < best || (cost == best && sp.candidates[f].bytes < sp.candidates[sp.chosen].bytes)) {
+        const double cost = sp.candidates[f].kl + lambda * double(sp.candidates[f].counted_bytes);
+        if (cost < best ||
+            (cost == best && sp.candidates[f].counted_bytes < sp.candidates[sp.chosen].counted_bytes)) {
           best = cost;
           sp.chosen = f;
         }
       }
-      bytes += sp.candidates[sp.chosen].bytes;
+      bytes += sp.candidates[sp.chosen].counted_bytes;
     }
     return bytes;
   };
@@ -245,8 +284,8 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
   }
   // The Lagrangian's plan can leave budget unused (the choices are discrete):
   // spend it on the upgrades that remove the most KL per byte while they fit.
-  int64_t bytes = 0;
-  for (const SitePlan& sp : plan.sites) bytes += sp.candidates[sp.chosen].bytes;
+  int64_t bytes = fixed_bytes;
+  for (const SitePlan& sp : plan.sites) bytes += sp.candidates[sp.chosen].counted_bytes;
   for (;;) {
     SitePlan* best_site = nullptr;
     size_t best_format = 0;
@@ -255,7 +294,7 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
       const SiteFormat& now = sp.candidates[sp.chosen];
       for (size_t f = 0; f < sp.candidates.size(); ++f) {
         const SiteFormat& c = sp.candidates[f];
-        const int64_t extra = c.bytes - now.bytes;
+        const int64_t extra = c.counted_bytes - now.counted_bytes;
         if (c.kl >= now.kl || double(bytes + extra) > budget_bytes) continue;
         const double gain = (now.kl - c.kl) / double(std::max<int64_t>(extra, 1));
         if (gain > best_gain) {
@@ -266,7 +305,7 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
       }
     }
     if (!best_site) break;
-    bytes += best_site->candidates[best_format].bytes - best_site->candidates[best_site->chosen].bytes;
+    bytes += best_site->candidates[best_format].counted_bytes - best_site->candidates[best_site->chosen].counted_bytes;
     best_site->chosen = best_format;
   }
   for (const SitePlan& sp : plan.sites) plan.predicted_kl += sp.candidates[sp.chosen].kl;
@@ -276,16 +315,26 @@ MixedPlan plan_mixed_precision(ReferenceModel& model, const Calibration& cal, co
 
 nlohmann::json to_json(const MixedPlan& plan) {
   nlohmann::json sites = nlohmann::json::array();
+  // The sites given more bytes than the base format (int8), and fewer (coarser blocks).
+  nlohmann::json promoted = nlohmann::json::array(), demoted = nlohmann::json::array();
   for (const SitePlan& sp : plan.sites) {
     nlohmann::json cands = nlohmann::json::array();
     for (const SiteFormat& f : sp.candidates)
       cands.push_back({{"format", format_label(f.format)}, {"bytes", f.bytes}, {"kl", f.kl}});
-    sites.push_back({{"weights", sp.weights},
-                     {"params", sp.params},
-                     {"format", format_label(sp.candidates[sp.chosen].format)},
+    const SiteFormat& chosen = sp.candidates[sp.chosen];
+    sites.push_back({{"weights", sp.weights}, {"params", sp.params}, {"format", format_label(chosen.format)},
                      {"candidates", cands}});
+    const nlohmann::json change = {{"weights", sp.weights}, {"format", format_label(chosen.format)}};
+    if (chosen.bytes > sp.candidates[0].bytes) promoted.push_back(change);
+    if (chosen.bytes < sp.candidates[0].bytes) demoted.push_back(change);
   }
-  return {{"bits_per_weight", plan.bits_per_weight}, {"predicted_kl", plan.predicted_kl}, {"sites", sites}};
+  return {{"budget_of", plan.budget_per_read ? "read" : "file"},
+          {"bits_per_weight", plan.bits_per_weight},
+          {"predicted_kl", plan.predicted_kl},
+          {"base", plan.sites.empty() ? "" : format_label(plan.sites.front().candidates.front().format)},
+          {"promoted", promoted},
+          {"demoted", demoted},
+          {"sites", sites}};
 }
 
 }  // namespace deltagen

@@ -15,6 +15,7 @@
 // that leaves goes to the upgrades with the most KL removed per byte).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,13 +33,26 @@ struct MixedPlanOptions {
   quant::ScaleStorage scales = quant::ScaleStorage::F32;
   int scale_bytes = 4;          // bytes of one stored scale
   int64_t eval_tokens = 128;    // calibration tokens the KL is measured on
+  // What the budget averages over: the weights one decoded token reads (every
+  // site whole, one row of the embedding table) or the weights the file
+  // stores (the sites, and the embedding table whole when it is not the
+  // head's own weight).
+  bool budget_per_read = true;
+  // The embedding table [rows, cols] beside the sites (rows = 0: the graph
+  // has none). Shared: it is the head site's weight (a tied table). Its
+  // format: `embedding_format` when fixed (--embedding, a float gather),
+  // else the head site's.
+  int64_t embedding_rows = 0, embedding_cols = 0;
+  bool embedding_shared = false;
+  std::optional<WeightFormat> embedding_format;
   int threads = 0;
   bool progress = false;
 };
 
 struct SiteFormat {
   WeightFormat format;
-  int64_t bytes = 0;
+  int64_t bytes = 0;          // stored
+  int64_t counted_bytes = 0;  // what the budget counts: the head's with the embedding it brings
   double kl = 0;  // measured (the int4 base) or scaled by reconstruction error
 };
 
@@ -51,7 +65,8 @@ struct SitePlan {
 
 struct MixedPlan {
   std::vector<SitePlan> sites;
-  double bits_per_weight = 0;
+  bool budget_per_read = true;
+  double bits_per_weight = 0;  // as the budget counts it
   double predicted_kl = 0;  // sum of the chosen formats' KLs
 };
 

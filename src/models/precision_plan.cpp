@@ -32,7 +32,32 @@ WeightFormat weight_format(Precision precision, const BuildOptions& opts) {
   return w;
 }
 
+// --embedding's format, refused where it means nothing or contradicts another flag.
+WeightFormat embedding_format(Precision precision, const BuildOptions& opts, bool quantized_build) {
+  if (!quantized_build)
+    fail("--embedding", "needs a quantized build (--precision int4 or int8): a float build stores its table in its precision");
+  if (precision != Precision::Fp32 && precision != Precision::Fp16 && !is_quantized(precision))
+    fail("--embedding", std::string("'") + precision_name(precision) + "' is not offered (fp32, fp16, int8 or int4)");
+  if (opts.exclude_embeds) fail("--embedding", "the graph has no embedding table with --exclude-embeds");
+  if (is_quantized(precision) && !opts.quantized_embedding_gather)
+    fail("--embedding-gather", std::string("float contradicts --embedding ") + precision_name(precision) +
+                                   " (a quantized table is read by GatherBlockQuantized); use --embedding fp16");
+  return weight_format(precision, opts);
+}
+
 }  // namespace
+
+bool same_format(const WeightFormat& a, const WeightFormat& b) {
+  if (a.quantized != b.quantized) return false;
+  if (!a.quantized) return a.float_dtype == b.float_dtype;
+  return a.block.bits == b.block.bits && a.block.block_size == b.block.block_size &&
+         a.block.symmetric == b.block.symmetric;
+}
+
+bool splits_tied_table(const PrecisionPlan& plan, const BuildOptions& opts) {
+  return plan.embedding && !same_format(*plan.embedding, plan.lm_head) && !opts.exclude_embeds &&
+         !opts.exclude_lm_head;
+}
 
 PrecisionPlan plan_precision(const BuildOptions& opts) {
   const Precision p = opts.precision;
@@ -66,6 +91,7 @@ PrecisionPlan plan_precision(const BuildOptions& opts) {
     fail(opts.asymmetric ? "--asymmetric" : "--block-size", "needs a quantized build (--precision int4 or int8)");
   if (!any_quantized && opts.accuracy_level != 4)
     fail("--accuracy-level", "needs a quantized build (--precision int4 or int8)");
+  if (opts.embedding_precision) plan.embedding = embedding_format(*opts.embedding_precision, opts, any_quantized);
   return plan;
 }
 

@@ -21,6 +21,29 @@ quant::ScaleStorage scale_storage(graph::DataType dtype) {
 constexpr int64_t kMinCalibrationTokens = 64;
 constexpr double kTiedTableDamp = 1.0;
 
+// How the mixed plan counts the embedding table (the graph's rules in
+// qwen35.cpp, Graph::embed_tokens): shared with a tied head, in --embedding's
+// format, a float table (--embedding-gather float, or rows that are not whole
+// blocks), else in the head's format.
+void embedding_for_budget(const Checkpoint& ckpt, const BuildOptions& o, const PrecisionPlan& plan, bool split,
+                          MixedPlanOptions& mo) {
+  const ModelConfig& c = ckpt.config();
+  if (o.exclude_embeds) return;
+  mo.embedding_rows = c.vocab_size;
+  mo.embedding_cols = c.hidden_size;
+  mo.budget_per_read = o.budget_of == BuildOptions::BudgetOf::Read;
+  const bool gathers_quantized = o.quantized_embedding_gather && c.hidden_size % plan.lm_head.block.block_size == 0;
+  const bool tied = ckpt.lm_head_name() == "embed_tokens.weight";
+  if (plan.embedding && (split || !tied)) {
+    mo.embedding_format = plan.embedding;
+  } else if (!gathers_quantized) {
+    WeightFormat table;
+    table.float_dtype = plan.activations;
+    mo.embedding_format = table;
+  }
+  mo.embedding_shared = tied && !split && !mo.embedding_format && !o.exclude_lm_head;
+}
+
 }  // namespace
 
 WeightFormat QuantRecipe::format_for(const std::vector<std::string>& tensors, const WeightFormat& planned) const {
@@ -47,13 +70,20 @@ quant::FitOptions QuantRecipe::fit_for(const std::vector<std::string>& tensors, 
   // A tied table is also the embedding, whose rounding errors gptq's H (the
   // lm_head's inputs) does not see: a larger damping pulls its fit toward the
   // plain squared error (measured on qwen35-tiny-en: docs/quantization.md).
-  if (!tensors.empty() && tensors.front() == "embed_tokens.weight") fit.damp = kTiedTableDamp;
+  if (!tensors.empty() && tensors.front() == "embed_tokens.weight" && !tied_table_split) fit.damp = kTiedTableDamp;
   // A weight no calibration input reaches (an untied embedding table, read by
   // a gather) is fitted by the scale search with equal weights.
   if (method == quant::QuantMethod::Gptq && !full) {
     fit.method = quant::QuantMethod::Search;
     fit.stats = nullptr;
   }
+  return fit;
+}
+
+quant::FitOptions QuantRecipe::fit_for_gathered_table(graph::DataType scale_dtype) const {
+  quant::FitOptions fit{.method = method, .scales = scale_storage(scale_dtype)};
+  // Nothing weights its input channels: gptq has no H to spread errors by.
+  if (method == quant::QuantMethod::Gptq) fit.method = quant::QuantMethod::Search;
   return fit;
 }
 
@@ -84,6 +114,7 @@ void validate_quantization_options(const BuildOptions& o) {
 QuantRecipe prepare_quantization(const Checkpoint& ckpt, const BuildOptions& o, const PrecisionPlan& plan) {
   QuantRecipe r;
   r.method = o.quant_method;
+  r.tied_table_split = ckpt.lm_head_name() == "embed_tokens.weight" && splits_tied_table(plan, o);
   if (!plan.layers.quantized && !plan.lm_head.quantized) return r;
   r.report = {{"method", quant::quant_method_name(o.quant_method)}};
   // The routed experts are quantized with rtn (models/expert_weights.h); the
@@ -139,6 +170,7 @@ QuantRecipe prepare_quantization(const Checkpoint& ckpt, const BuildOptions& o, 
     mo.scale_bytes = scale_dtype == graph::kFloat ? 4 : 2;
     mo.threads = o.threads;
     mo.progress = o.show_progress;
+    embedding_for_budget(ckpt, o, plan, r.tied_table_split, mo);
     const MixedPlan mixed = plan_mixed_precision(*model, *r.calibration, ids, mo);
     for (const SitePlan& sp : mixed.sites)
       for (const std::string& w : sp.weights) r.formats[w] = sp.candidates[sp.chosen].format;

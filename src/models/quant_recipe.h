@@ -23,11 +23,16 @@ struct QuantRecipe {
   std::optional<Calibration> calibration;
   std::map<std::string, WeightFormat> formats;  // by checkpoint weight (--bits-budget)
   nlohmann::json report;                        // null for a float build
+  // A tied checkpoint's table split in two by --embedding (splits_tied_table):
+  // the lm_head is then fitted as any other projection, not as the shared table.
+  bool tied_table_split = false;
 
   // The format of a (stacked) weight: the mixed plan's, else `planned`.
   WeightFormat format_for(const std::vector<std::string>& tensors, const WeightFormat& planned) const;
   // How to fit it: the method, with the statistics of its input when calibrated.
   quant::FitOptions fit_for(const std::vector<std::string>& tensors, graph::DataType scale_dtype) const;
+  // How to fit an embedding table that only a gather reads (no calibration input reaches it).
+  quant::FitOptions fit_for_gathered_table(graph::DataType scale_dtype) const;
 };
 
 // Throws Error naming the flag for options that do not go together.

@@ -258,10 +258,17 @@ bool Graph::tied() const { return ckpt_.lm_head_name() == "embed_tokens.weight";
 // block-quantized, read with GatherBlockQuantized. Tied, it is the lm_head's
 // own quantized table (stored once); untied, its own. Needs whole blocks per
 // row (hidden % block_size == 0); --embedding-gather float keeps a float table.
+// --embedding's format (plan_.embedding) replaces that rule: a quantized
+// table then needs whole blocks per row, or the build fails.
 bool Graph::quantized_embedding() const {
+  if (plan_.embedding) return plan_.embedding->quantized && !opts_.exclude_embeds;
   return plan_.lm_head.quantized && opts_.quantized_embedding_gather && !opts_.exclude_embeds &&
          cfg_.hidden_size % plan_.lm_head.block.block_size == 0;
 }
+
+// One table for the embedding and the lm_head: tied, both in the graph, and
+// not split by --embedding.
+bool Graph::shares_tied_table() const { return tied() && !opts_.exclude_lm_head && !recipe_.tied_table_split; }
 
 std::string Graph::embed_tokens() {
   if (opts_.exclude_embeds) return io::kInputsEmbeds;
@@ -269,12 +276,21 @@ std::string Graph::embed_tokens() {
   const std::string p = "/model/embed_tokens";
 
   if (quantized_embedding()) {
-    const quant::BlockFormat& f = plan_.lm_head.block;
-    const bool shared = tied() && !opts_.exclude_lm_head;
+    const bool shared = shares_tied_table();
+    // A shared table is the lm_head's, in its format (--bits-budget may have
+    // promoted it past the --embedding format it started equal to).
+    const quant::BlockFormat& f = plan_.embedding && !shared ? plan_.embedding->block : plan_.lm_head.block;
+    if (cfg_.hidden_size % f.block_size != 0)
+      fail("--embedding", "a quantized table needs hidden_size (" + std::to_string(cfg_.hidden_size) +
+                              ") to be a multiple of --block-size " + std::to_string(f.block_size));
+    // A table of its own that --embedding asked for is fitted for the lookup
+    // alone; the lm_head's calibration says nothing about it.
+    const quant::FitOptions fit = plan_.embedding && !shared
+                                      ? recipe_.fit_for_gathered_table(run_dtype("MatMulNBits"))
+                                      : recipe_.fit_for({tensor}, run_dtype("MatMulNBits"));
     QuantizedWeight table = quantized_weight(ckpt_, {tensor},
                                              shared ? weight_name_for("/lm_head/MatMul") : "model.embed_tokens.weight",
-                                             f, run_dtype("MatMulNBits"), opts_.threads,
-                                             recipe_.fit_for({tensor}, run_dtype("MatMulNBits")));
+                                             f, run_dtype("MatMulNBits"), opts_.threads, fit);
     weight(table.packed);
     weight(table.scales);
     if (!f.symmetric) weight(table.zero_points);
@@ -287,6 +303,14 @@ std::string Graph::embed_tokens() {
               {attr("gather_axis", 0), attr("quantize_axis", 1), attr("block_size", f.block_size),
                attr("bits", int64_t(f.bits))},
               kMsDomain);  // [B, S, H]
+  }
+  if (plan_.embedding) {
+    // --embedding fp16/fp32: the table in that dtype, its rows cast to the
+    // activation dtype. Shared with a float lm_head of the same dtype.
+    const DataType dt = plan_.embedding->float_dtype;
+    embed_table_ = weight(float_weight(ckpt_, tensor, "model.embed_tokens.weight", dt));
+    const std::string rows = op("Gather", p + "/Gather", {embed_table_, io::kInputIds}, dt);  // [B, S, H]
+    return cast(rows, plan_.activations, p + "/Gather/Cast");
   }
   // A float table: the lm_head's own when tied to a float lm_head, else in
   // the layers' float dtype (the activation dtype for quantized builds).
@@ -332,7 +356,7 @@ void Graph::lm_head(const std::string& normed, int64_t vocab) {
   if (shared_head_) {
     const quant::BlockFormat& f = plan_.lm_head.block;
     matmul_nbits("/lm_head", x, *shared_head_, f.bits, f.block_size, io::kLogits);
-  } else if (tied() && !embed_table_.empty() && !plan_.lm_head.quantized) {
+  } else if (shares_tied_table() && !embed_table_.empty() && !plan_.lm_head.quantized) {
     // Tied float head: multiply by the embedding table [V, H] itself (transB),
     // so the largest tensor is stored once.
     const DataType wdt = dtype_of(embed_table_);

@@ -145,6 +145,7 @@ class Graph {
   void draft_lm_head(const std::string& x, int64_t vocab);
   bool tied() const;
   bool quantized_embedding() const;
+  bool shares_tied_table() const;
 
   // ---- gated full attention (qwen35_attention.cpp) ----------------------------------
   bool rotary_inside_attention() const;

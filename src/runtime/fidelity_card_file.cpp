@@ -38,6 +38,15 @@ std::string reference_label(const ordered_json& card) {
   return ref;
 }
 
+// ", 4.98 bits/weight read per token (5.02 in the file)": cards written before
+// the weight counts have none.
+std::string weights_summary(const ordered_json& card) {
+  const double read = number(card, {"weights", "read_per_token", "bits_per_weight"});
+  const double file = number(card, {"weights", "file", "bits_per_weight"});
+  if (std::isnan(read) || std::isnan(file)) return "";
+  return fmt(", %.2f bits/weight read per token", read) + fmt(" (%.2f in the file)", file);
+}
+
 }  // namespace
 
 std::optional<ordered_json> read_fidelity_card(const fs::path& model_dir) {
@@ -61,7 +70,7 @@ std::string card_summary_line(const ordered_json& card) {
          " tokens of " + text_of(card, {"text", "file"}) + "): mean KL " + sci(number(card, {"kl", "mean"})) +
          ", p99 " + sci(number(card, {"kl", "p99"})) + ", top-1 " +
          fmt("%.2f %%", 100 * number(card, {"top1_agreement"})) + ", ppl ratio " +
-         fmt("%.4f", number(card, {"ppl", "ratio"}));
+         fmt("%.4f", number(card, {"ppl", "ratio"})) + weights_summary(card);
 }
 
 std::string card_text(const ordered_json& card) {
@@ -76,6 +85,12 @@ std::string card_text(const ordered_json& card) {
   out += "  ppl         " + fmt("%.4f", number(card, {"ppl", "model"})) + " (reference " +
          fmt("%.4f", number(card, {"ppl", "reference"})) + "), ratio " + fmt("%.4f", number(card, {"ppl", "ratio"})) +
          "\n";
+  if (card.contains("weights")) {
+    out += "  file        " + fmt("%.2f bits/weight", number(card, {"weights", "file", "bits_per_weight"})) + ", " +
+           fmt("%.1f MB", number(card, {"weights", "file", "bytes"}) / 1e6) + "\n";
+    out += "  per token   " + fmt("%.2f bits/weight", number(card, {"weights", "read_per_token", "bits_per_weight"})) +
+           ", " + fmt("%.1f MB read", number(card, {"weights", "read_per_token", "bytes"}) / 1e6) + "\n";
+  }
   return out;
 }
 

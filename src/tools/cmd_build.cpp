@@ -4,8 +4,10 @@
 //               --state-dtype fp32|fp16|bf16   --keep-lm-head fp32|fp16|bf16|int8|int4
 //   quantized   --block-size 16..256 (32)   --asymmetric   --accuracy-level 0..4 (4)
 //               --linear-attn-bits 8   --embedding-gather quantized|float
+//               --embedding fp32|fp16|int8|int4 (the table apart from the lm_head; unties a tied one)
 //   fitting     --quant-method rtn|search|gptq   --calibration TEXT_FILE   --calibration-tokens N (1024)
 //               --bits-budget B (mixed int4/int8 by measured sensitivity; needs --calibration)
+//               --budget-of read|file (B per weight read per decoded token (default), or per weight stored)
 //               --memory-limit GB (what calibration may use; default: the machine's available memory)
 //   graph I/O   --exclude-embeds   --exclude-lm-head   --prune-lm-head
 //               --layer-outputs (hidden_states.0..N: the residual stream between layers)
@@ -72,6 +74,13 @@ L2Norm parse_l2norm(const std::string& text) {
   fail("--l2norm", "unknown form '" + text + "' (expected lpnorm, lpnorm-eps or decomposed)");
 }
 
+// The table formats --embedding offers (bf16 would store fp16's bytes with fewer mantissa bits).
+Precision parse_embedding_format(const std::string& text) {
+  for (Precision p : {Precision::Fp32, Precision::Fp16, Precision::Int8, Precision::Int4})
+    if (text == precision_name(p)) return p;
+  fail("--embedding", "unknown format '" + text + "' (expected fp32, fp16, int8 or int4)");
+}
+
 }  // namespace
 
 BuildOptions build_options_from_args(Args& args) {
@@ -88,6 +97,7 @@ BuildOptions build_options_from_args(Args& args) {
   if (gather != "quantized" && gather != "float")
     fail("--embedding-gather", "expected quantized or float, got '" + gather + "'");
   o.quantized_embedding_gather = gather == "quantized";
+  if (auto v = args.get("embedding")) o.embedding_precision = parse_embedding_format(*v);
   if (auto v = args.get("quant-method")) {
     const auto method = quant::parse_quant_method(*v);
     if (!method) fail("--quant-method", "unknown method '" + *v + "' (expected rtn, search or gptq)");
@@ -107,6 +117,10 @@ BuildOptions build_options_from_args(Args& args) {
     if (!(gb > 0 && gb < 1e6)) fail("--memory-limit", "must be a positive number of gigabytes, got '" + *v + "'");
     o.memory_limit = int64_t(gb * 1e9);
   }
+  if (auto v = args.get("budget-of")) {
+    if (*v != "read" && *v != "file") fail("--budget-of", "expected read or file, got '" + *v + "'");
+    o.budget_of = *v == "read" ? BuildOptions::BudgetOf::Read : BuildOptions::BudgetOf::File;
+  }
   if (auto v = args.get("bits-budget")) {
     try {
       size_t used = 0;
@@ -115,6 +129,8 @@ BuildOptions build_options_from_args(Args& args) {
     } catch (const std::exception&) {
       fail("--bits-budget", "expected a number of bits per weight, got '" + *v + "'");
     }
+  } else if (args.has("budget-of")) {
+    fail("--budget-of", "says what --bits-budget counts: give --bits-budget B too");
   }
 
   o.exclude_embeds = args.flag("exclude-embeds");
