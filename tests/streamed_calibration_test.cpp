@@ -113,6 +113,12 @@ TEST(StreamedCalibration, PredictedMemoryFollowsTheModel) {
   EXPECT_GT(resident_calibration_bytes(c, 1024, o), int64_t(24e9));
   o.full_gram = false;  // the scale search keeps diagonals only
   EXPECT_LT(streamed_calibration_bytes(c, 1024, o), small);
+  o.full_gram = true;
+  for (const char* preset : {"0.8b", "4b", "9b", "27b", "35b-a3b"}) {  // for docs/quantization.md
+    const ModelConfig p = synth_preset(preset);
+    std::printf("gptq calibration, 1024 tokens, predicted peak: %-8s streamed %6.2f GB, resident %7.1f GB\n", preset,
+                double(streamed_calibration_bytes(p, 1024, o)) / 1e9, double(resident_calibration_bytes(p, 1024, o)) / 1e9);
+  }
 }
 
 }  // namespace

@@ -58,7 +58,10 @@ void gemm_nt_f32(const float* a, const float* b, float* c, const GemmShape& s, b
   // triangle's long and short chunks spread evenly. Each C entry is summed
   // by one task in one order, so the result does not depend on `threads`.
   auto work = [&](int t) {
-    std::vector<float> packed(size_t(kGemmDepth * (kColumnChunk + kernels.panel)));
+    // Kept per thread between calls: GPTQ makes thousands of small products,
+    // and a fresh 300 KB buffer each time cost more in page faults than the products.
+    thread_local std::vector<float> packed;
+    packed.resize(size_t(kGemmDepth * (kColumnChunk + kernels.panel)));
     for (int64_t task = t; task < tasks; task += threads) {
       const int64_t ch = task / row_parts, part = task % row_parts;
       const int64_t j0 = ch * kColumnChunk, cols = std::min(kColumnChunk, s.n - j0);

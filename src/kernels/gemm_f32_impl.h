@@ -35,16 +35,17 @@ struct GemmTile {
     return v;
   }
 
-  // C[0..rows)[0..cols) += A[0..rows) . panel; rows <= kRows, cols <= kPanel.
+  // C[0..rows)[0..cols) += alpha A . panel; rows <= kRows, cols <= kPanel;
+  // `a` is the packed tile, [depth][kRows].
   template <int Rows>
-  static void tile(const float* a, int64_t lda, const float* panel, int64_t depth, int64_t cols, float* c,
-                   int64_t ldc, float alpha) {
+  static void tile(const float* a, const float* panel, int64_t depth, int64_t cols, float* c, int64_t ldc,
+                   float alpha) {
     Vec lo[Rows], hi[Rows];
     for (int r = 0; r < Rows; ++r) lo[r] = hi[r] = Vec{};
     for (int64_t d = 0; d < depth; ++d) {
       const Vec b0 = load(panel + d * kPanel), b1 = load(panel + d * kPanel + Lanes);
       for (int r = 0; r < Rows; ++r) {
-        const float x = a[r * lda + d];
+        const float x = a[d * kRows + r];
         lo[r] += x * b0;
         hi[r] += x * b1;
       }
@@ -60,22 +61,30 @@ struct GemmTile {
 
   // The last rows (fewer than kRows): the tile of exactly that many.
   template <int Rows>
-  static void rest(int64_t rows, const float* a, int64_t lda, const float* panel, int64_t depth, int64_t cols,
-                   float* c, int64_t ldc, float alpha) {
+  static void rest(int64_t rows, const float* a, const float* panel, int64_t depth, int64_t cols, float* c,
+                   int64_t ldc, float alpha) {
     if constexpr (Rows > 0) {
-      if (rows == Rows) return tile<Rows>(a, lda, panel, depth, cols, c, ldc, alpha);
-      rest<Rows - 1>(rows, a, lda, panel, depth, cols, c, ldc, alpha);
+      if (rows == Rows) return tile<Rows>(a, panel, depth, cols, c, ldc, alpha);
+      rest<Rows - 1>(rows, a, panel, depth, cols, c, ldc, alpha);
     }
   }
 
+  // Each tile of rows is packed once ([depth][kRows], contiguous: rows of A
+  // a multiple of 4 KB apart, as in a 9216-wide matrix, all fall into one L1
+  // set and evict each other) and then meets every panel.
   static void block(const float* a, int64_t lda, const float* bp, int64_t depth, int64_t m, int64_t n, float* c,
                     int64_t ldc, float alpha) {
-    for (int64_t p0 = 0; p0 < n; p0 += kPanel) {
-      const float* panel = bp + (p0 / kPanel) * depth * kPanel;
-      const int64_t cols = std::min(kPanel, n - p0);
-      int64_t i = 0;
-      for (; i + kRows <= m; i += kRows) tile<kRows>(a + i * lda, lda, panel, depth, cols, c + i * ldc + p0, ldc, alpha);
-      if (i < m) rest<kRows - 1>(m - i, a + i * lda, lda, panel, depth, cols, c + i * ldc + p0, ldc, alpha);
+    float packed[kRows * 256];  // depth <= kGemmDepth
+    for (int64_t i = 0; i < m; i += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, m - i);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t d = 0; d < depth; ++d) packed[d * kRows + r] = a[(i + r) * lda + d];
+      for (int64_t p0 = 0; p0 < n; p0 += kPanel) {
+        const float* panel = bp + (p0 / kPanel) * depth * kPanel;
+        const int64_t cols = std::min(kPanel, n - p0);
+        if (rows == kRows) tile<kRows>(packed, panel, depth, cols, c + i * ldc + p0, ldc, alpha);
+        else rest<kRows - 1>(rows, packed, panel, depth, cols, c + i * ldc + p0, ldc, alpha);
+      }
     }
   }
 };

@@ -78,7 +78,7 @@ QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& f
 // are grouped into calls must not change the result.
 using RowQuantizer =
     std::function<void(float* rows, int64_t count, uint8_t* codes, float* scales, uint8_t* zero_points)>;
-constexpr int64_t kRowsPerFit = 16;  // at most this many rows per call
+constexpr int64_t kRowsPerFit = 64;  // at most this many rows per call (gptq reads U once per call)
 // quantize_matrix with another way to fit the rows (quant_methods.h); it is
 // called from several threads at once.
 QuantizedMatrix quantize_matrix(int64_t rows, int64_t cols, const BlockFormat& format, const RowSource& source,

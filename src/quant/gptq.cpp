@@ -132,13 +132,16 @@ GptqFactor gptq_factor(const InputStats& stats, double damp) {
   f.k = k;
   for (double scale = damp; scale <= damp * 100 + 1e-12; scale *= 10) {
     // J H J (indices reversed), lower triangle: a[i][j] = H[k-1-i][k-1-j],
-    // which G holds in its lower triangle as G[k-1-j][k-1-i] (j < i).
+    // which G holds in its lower triangle as G[k-1-j][k-1-i] (j < i). In
+    // tiles, so that both sides stay in cache (one of them is read across rows).
     std::vector<float> a(static_cast<size_t>(k * k), 0.0f);
-    for (int64_t i = 0; i < k; ++i) {
-      for (int64_t j = 0; j < i; ++j)
-        a[size_t(i * k + j)] = float(stats.gram[size_t((k - 1 - j) * k + (k - 1 - i))] / tokens);
-      a[size_t(i * k + i)] = float(diag[size_t(k - 1 - i)] + scale * mean_diag);
-    }
+    constexpr int64_t kTile = 64;
+    for (int64_t s0 = 0; s0 < k; s0 += kTile)
+      for (int64_t t0 = 0; t0 <= s0; t0 += kTile)
+        for (int64_t gs = s0; gs < std::min(k, s0 + kTile); ++gs)
+          for (int64_t gt = t0; gt < std::min(gs, t0 + kTile); ++gt)
+            a[size_t((k - 1 - gt) * k + (k - 1 - gs))] = float(stats.gram[size_t(gs * k + gt)] / tokens);
+    for (int64_t i = 0; i < k; ++i) a[size_t(i * k + i)] = float(diag[size_t(k - 1 - i)] + scale * mean_diag);
     if (!lower_cholesky(a, k)) continue;
     f.importance.resize(size_t(k));
     for (int64_t i = 0; i < k; ++i) f.importance[size_t(i)] = diag[size_t(i)] + scale * mean_diag;
@@ -150,8 +153,10 @@ GptqFactor gptq_factor(const InputStats& stats, double damp) {
       f.later_at.push_back(int64_t(f.later.size()));
       const size_t at = f.later.size();
       f.later.resize(at + size_t((k - c1) * width));
-      for (int64_t c = c1; c < k; ++c)
-        for (int64_t j = c0; j < c1; ++j) f.later[at + size_t((c - c1) * width + (j - c0))] = f.u[size_t(j * k + c)];
+      for (int64_t cb = c1; cb < k; cb += 64)  // 64 destination rows at a time, each filled along j
+        for (int64_t j = c0; j < c1; ++j)
+          for (int64_t c = cb; c < std::min(k, cb + 64); ++c)
+            f.later[at + size_t((c - c1) * width + (j - c0))] = f.u[size_t(j * k + c)];
     }
     return f;
   }
