@@ -1,11 +1,11 @@
 #include "models/calibration.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "deltagen/error.h"
 #include "tokenizer/text_file.h"
@@ -21,39 +21,47 @@ const CalibrationSite* Calibration::site_of(const std::string& weight) const {
 std::shared_ptr<const quant::InputStats> Calibration::find(const std::string& weight) const {
   const CalibrationSite* s = site_of(weight);
   if (!s) return nullptr;
-  return s->spilled.empty() ? s->stats : read_spilled_gram(s->spilled, *s->stats);
+  return s->spilled ? s->spilled->read(*s->stats) : s->stats;
 }
 
-SpillFolder::SpillFolder(const std::string& prefix) {
-  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
-  if (!::mkdtemp(pattern.data())) fail(pattern, "cannot create a temporary folder");
-  path = pattern;
+SpilledGram::SpilledGram(const std::vector<float>& gram_lower, int64_t k) : k_(k) {
+  std::string name = (std::filesystem::temp_directory_path() / "deltagen-gram-XXXXXX").string();
+  fd_ = ::mkstemp(name.data());
+  if (fd_ < 0) fail(name, "cannot create the calibration's spill file");
+  ::unlink(name.c_str());
+  for (int64_t i = 0; i < k; ++i) {
+    const char* row = reinterpret_cast<const char*>(gram_lower.data() + i * k);
+    size_t left = size_t(i + 1) * sizeof(float);
+    while (left > 0) {
+      const ssize_t n = ::write(fd_, row, left);
+      if (n <= 0) fail(name, "cannot write the calibration's statistics (disk full?)");
+      row += n;
+      left -= size_t(n);
+    }
+  }
 }
 
-SpillFolder::~SpillFolder() {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
+SpilledGram::~SpilledGram() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
-void write_spilled_gram(const std::filesystem::path& file, const std::vector<float>& gram_lower, int64_t k) {
-  std::ofstream out(file, std::ios::binary);
-  for (int64_t i = 0; i < k && out; ++i)
-    out.write(reinterpret_cast<const char*>(gram_lower.data() + i * k), std::streamsize((i + 1) * sizeof(float)));
-  if (!out.flush()) fail(file.string(), "cannot write the calibration's spilled statistics (disk full?)");
+bool SpilledGram::linked() const {
+  struct stat st {};
+  return ::fstat(fd_, &st) == 0 && st.st_nlink > 0;
 }
 
-std::shared_ptr<quant::InputStats> read_spilled_gram(const std::filesystem::path& file,
-                                                     const quant::InputStats& summary) {
-  const int64_t k = summary.k;
-  auto stats = std::make_shared<quant::InputStats>(k, true);
+std::shared_ptr<quant::InputStats> SpilledGram::read(const quant::InputStats& summary) const {
+  auto stats = std::make_shared<quant::InputStats>(k_, true);
   stats->tokens = summary.tokens;
   stats->diag = summary.diag;
-  std::ifstream in(file, std::ios::binary);
-  std::vector<float> row(static_cast<size_t>(k));
-  for (int64_t i = 0; i < k; ++i) {
-    if (!in.read(reinterpret_cast<char*>(row.data()), std::streamsize((i + 1) * sizeof(float))))
-      fail(file.string(), "the calibration's spilled statistics are cut short");
-    std::copy(row.begin(), row.begin() + i + 1, stats->gram.begin() + i * k);
+  std::vector<float> row(static_cast<size_t>(k_));
+  off_t at = 0;
+  for (int64_t i = 0; i < k_; ++i) {
+    const size_t bytes = size_t(i + 1) * sizeof(float);
+    if (::pread(fd_, row.data(), bytes, at) != ssize_t(bytes))
+      fail("calibration", "the spilled statistics cannot be read back");
+    at += off_t(bytes);
+    std::copy(row.begin(), row.begin() + i + 1, stats->gram.begin() + i * k_);
   }
   return stats;
 }

@@ -25,39 +25,42 @@ struct CalibrationOptions {
   bool progress = false;     // a progress line on a terminal
 };
 
+// A Gram matrix's lower triangle on disk, in a file that has no name (made
+// in the temp directory, $TMPDIR, and unlinked at once): the disk space goes
+// back when the last owner closes it, even if the build is killed.
+class SpilledGram {
+ public:
+  // Writes rows 0..k-1 of i + 1 fp32 values from gram_lower ([k][k]).
+  SpilledGram(const std::vector<float>& gram_lower, int64_t k);
+  ~SpilledGram();
+  SpilledGram(const SpilledGram&) = delete;
+  SpilledGram& operator=(const SpilledGram&) = delete;
+  // The statistics back: this Gram matrix (float64), tokens and diagonal from `summary`.
+  std::shared_ptr<quant::InputStats> read(const quant::InputStats& summary) const;
+  bool linked() const;  // still has a name somewhere (for tests: it should not)
+
+ private:
+  int fd_ = -1;
+  int64_t k_ = 0;
+};
+
 // The weights that read one input, in the order the reference reads them.
 struct CalibrationSite {
   std::vector<std::string> weights;  // checkpoint names
   // In memory; a streamed calibration's keeps the diagonal and the token
   // count here and the Gram matrix in `spilled` (read back by find()).
   std::shared_ptr<quant::InputStats> stats;
-  std::filesystem::path spilled;  // its lower triangle, rows of fp32, when not in memory
-};
-
-// A temporary folder that is removed with its last owner.
-struct SpillFolder {
-  std::filesystem::path path;
-  explicit SpillFolder(const std::string& prefix);  // a new folder under the temp directory ($TMPDIR)
-  ~SpillFolder();
-  SpillFolder(const SpillFolder&) = delete;
-  SpillFolder& operator=(const SpillFolder&) = delete;
+  std::shared_ptr<const SpilledGram> spilled;  // null when the Gram matrix is in memory
 };
 
 struct Calibration {
   std::vector<CalibrationSite> sites;
   int64_t tokens = 0;
-  std::shared_ptr<SpillFolder> spill;  // where spilled sites live
   // The statistics of the input `weight` reads (nullptr if none was seen),
   // a spilled site's Gram matrix read back from disk.
   std::shared_ptr<const quant::InputStats> find(const std::string& weight) const;
   const CalibrationSite* site_of(const std::string& weight) const;
 };
-
-// The lower triangle of stats' Gram matrix, rows 0..k-1 of i + 1 fp32
-// values, to `file`; and back (tokens and diagonal from `summary`).
-void write_spilled_gram(const std::filesystem::path& file, const std::vector<float>& gram_lower, int64_t k);
-std::shared_ptr<quant::InputStats> read_spilled_gram(const std::filesystem::path& file,
-                                                     const quant::InputStats& summary);
 
 // The token ids of a calibration text: encoded with the tokenizer in
 // `tokenizer_dir`. Throws Error naming the file when it is missing, empty, not

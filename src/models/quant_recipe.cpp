@@ -56,14 +56,14 @@ quant::FitOptions QuantRecipe::fit_for(const std::vector<std::string>& tensors, 
   quant::FitOptions fit{.method = method, .scales = scale_storage(scale_dtype)};
   const CalibrationSite* site = calibration && !tensors.empty() ? calibration->site_of(tensors.front()) : nullptr;
   bool full = false;  // the whole Gram matrix is at hand (gptq)
-  if (site && site->spilled.empty()) {
+  if (site && !site->spilled) {
     fit.stats = site->stats.get();
     full = fit.stats->full();
   } else if (site) {
-    // Read from the spill folder when the weight is quantized (as it is
-    // written): one Gram matrix in memory at a time.
-    fit.load_stats = [path = site->spilled, summary = site->stats, folder = calibration->spill] {
-      return std::shared_ptr<const quant::InputStats>(read_spilled_gram(path, *summary));
+    // Read from disk when the weight is quantized (as it is written): one
+    // Gram matrix in memory at a time.
+    fit.load_stats = [spilled = site->spilled, summary = site->stats] {
+      return std::shared_ptr<const quant::InputStats>(spilled->read(*summary));
     };
     full = true;
   }

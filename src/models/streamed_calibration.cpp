@@ -54,14 +54,11 @@ class LayerSites {
     };
   }
 
-  // Moves the sums into `cal`: the Gram matrices to the spill folder.
+  // Moves the sums into `cal`: the Gram matrices to disk.
   void finish(Calibration& cal) {
     for (SiteSums& s : sums_) {
-      CalibrationSite site{s.weights, std::make_shared<quant::InputStats>(s.summary), {}};
-      if (!s.gram.empty()) {
-        site.spilled = cal.spill->path / ("site" + std::to_string(cal.sites.size()) + ".gram");
-        write_spilled_gram(site.spilled, s.gram, s.k);
-      }
+      CalibrationSite site{s.weights, std::make_shared<quant::InputStats>(s.summary), nullptr};
+      if (!s.gram.empty()) site.spilled = std::make_shared<const SpilledGram>(s.gram, s.k);
       cal.sites.push_back(std::move(site));
     }
     sums_.clear();
@@ -98,7 +95,6 @@ Calibration calibrate_streamed(const Checkpoint& ckpt, const std::vector<int64_t
   HeapForLargeBuffers heap;
   const ModelConfig& c = model.config();
   Calibration cal;
-  cal.spill = std::make_shared<SpillFolder>("deltagen-calibration-");
   const int64_t total = std::min<int64_t>(o.max_tokens, int64_t(ids.size()));
   cal.tokens = total;
 

@@ -9,7 +9,7 @@
 //
 // Memory: one layer's float64 weights, the windows' residual streams
 // [tokens][hidden], and that layer's Gram matrices; each finished layer's
-// matrices go to a spill folder on disk (Calibration::find reads them back
+// matrices go to nameless files on disk (Calibration::find reads them back
 // one at a time). streamed_calibration_bytes predicts the peak.
 #pragma once
 #include <cstdint>
