@@ -147,7 +147,14 @@ GptqFactor gptq_factor(const InputStats& stats, double damp) {
     for (int64_t i = 0; i < k; ++i) f.importance[size_t(i)] = diag[size_t(i)] + scale * mean_diag;
     a = reversed_lower_inverse(a, k);
     f.u = std::move(a);
-    // The lazy batches' feedback blocks, transposed once for every row.
+    // The lazy batches' feedback blocks, transposed once for every row (the
+    // buffer sized once: K^2 / 2 floats, not regrown batch by batch).
+    int64_t later_size = 0;
+    for (int64_t c0 = 0; c0 < k; c0 += GptqFactor::kLazyColumns) {
+      const int64_t c1 = std::min(k, c0 + GptqFactor::kLazyColumns);
+      later_size += (k - c1) * (c1 - c0);
+    }
+    f.later.reserve(size_t(later_size));
     for (int64_t c0 = 0; c0 < k; c0 += GptqFactor::kLazyColumns) {
       const int64_t c1 = std::min(k, c0 + GptqFactor::kLazyColumns), width = c1 - c0;
       f.later_at.push_back(int64_t(f.later.size()));
